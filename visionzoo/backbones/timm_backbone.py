@@ -1,0 +1,53 @@
+"""Build a timm backbone with its weights from any visionzoo weight source.
+
+``pretrained`` is ``False``, ``True`` (timm's own default: its pretrained_cfg, usually a Hugging
+Face Hub repo), a local file, ``hf-hub:org/repo[@rev]`` (its ``model.safetensors``), or a URL.
+Local/hub/URL files go through :mod:`visionzoo.hub` and reach timm as
+``pretrained_cfg_overlay=dict(file=...)`` so timm's own filtering (head removal, position
+embedding resampling) applies.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import timm
+from torch import nn
+
+from ..errors import OfflineError, unknown_name
+from ..hub import parse_source, resolve_file
+
+
+def preprocessing_from_timm(model: nn.Module) -> dict[str, Any]:
+    """input_size/mean/std/interpolation/crop_pct from a timm model's pretrained_cfg."""
+    cfg = dict(getattr(model, "pretrained_cfg", {}) or {})
+    out = {k: cfg[k] for k in ("input_size", "mean", "std", "interpolation", "crop_pct", "crop_mode") if k in cfg}
+    img_size = getattr(getattr(model, "patch_embed", None), "img_size", None)
+    if img_size is not None:  # the size actually built (img_size= overrides the cfg)
+        out["input_size"] = (3, int(img_size[0]), int(img_size[1]))
+    out.setdefault("interpolation", "bicubic")
+    out.setdefault("crop_pct", 1.0)
+    return out
+
+
+def create_timm_backbone(name: str, pretrained: bool | str | os.PathLike = False,
+                         **timm_kwargs: Any) -> tuple[nn.Module, str | None]:
+    """Returns ``(model, weight_source)``; ``weight_source`` is None for random init."""
+    if not timm.is_model(name):
+        raise unknown_name("timm model", name, timm.list_models(), hint="See timm.list_models().")
+    if pretrained is False or pretrained is None:
+        return timm.create_model(name, pretrained=False, **timm_kwargs), None
+    if pretrained is True:
+        try:
+            model = timm.create_model(name, pretrained=True, **timm_kwargs)
+        except Exception as e:  # timm surfaces hub/network failures as many exception types
+            raise OfflineError(f"timm could not load pretrained weights for {name!r} ({type(e).__name__}: {e}). "
+                               "Without the internet, pass pretrained=/path/to/weights.safetensors (or an "
+                               "'hf-hub:org/repo' that is in the cache).") from e
+        return model, f"timm:{name}"
+    spec = os.fspath(pretrained)
+    filename = "model.safetensors" if parse_source(spec).kind == "hf-hub" else None
+    path = resolve_file(spec, filename)
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **timm_kwargs)
+    return model, spec
