@@ -1,0 +1,3 @@
+"""Imports every module that registers a dataset (kept as the single place to add one)."""
+
+from . import synthetic  # noqa: F401

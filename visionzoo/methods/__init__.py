@@ -1,0 +1,3 @@
+"""Every method package; importing this registers all architectures and tasks."""
+
+from . import classify  # noqa: F401
