@@ -118,3 +118,10 @@ def test_torchrun_two_processes_writes_one_checkpoint(tmp_path):
                                                     "results.json"]
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["last.pt"]
     assert results["metrics"]["count"] == 40  # evaluation covered every image exactly once over both ranks
+
+
+def test_bf16_autocast_and_grad_clip_run(tmp_path):
+    out = tmp_path / "bf16"
+    assert train_main(_train_args(out, "--precision", "bf16", "--clip-grad", "1.0", "--epochs", "1")) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] == 5 and results["metrics"]["count"] == 40

@@ -80,6 +80,11 @@ def _load_all(folder: str) -> dict[str, ModelCard]:
     return cards
 
 
+def reload_cards() -> None:
+    """Forget parsed cards (after adding or editing a YAML file at run time)."""
+    _load_all.cache_clear()
+
+
 def all_cards() -> dict[str, ModelCard]:
     """Every card in :func:`cards_dir`, by name."""
     return _load_all(str(cards_dir()))

@@ -65,7 +65,7 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, title: str) -
         tp, optional = _unwrap_optional(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-        helptext = f.metadata.get("help", "") + (f" (default: {default})" if default is not None else "")
+        helptext = f.metadata.get("help", "")
         flag = "--" + f.name.replace("_", "-")
         kw: dict[str, Any] = {"dest": f.name, "default": default, "help": helptext}
         origin = typing.get_origin(tp)
@@ -85,35 +85,46 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, title: str) -
 
 
 # ----------------------------------------------------------------------------- parsers
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows real defaults only (not None/False), keeps epilog layout."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in text:
+            return text
+        return text + " (default: %(default)s)"
+
+
 def _common(p: argparse.ArgumentParser, training: bool, task) -> None:
     g = p.add_argument_group("common")
     g.add_argument("--config", help="YAML file of defaults; keys are long flag names; command-line flags win")
-    g.add_argument("--model", required=False, help="architecture or published name (see `visionzoo list`)")
+    g.add_argument("--model", required=False, help="architecture or published name (see `python -m visionzoo list`)")
     g.add_argument("--pretrained", type=parse_pretrained, default=False,
                    help="true (model card), false, a checkpoint folder/file, hf-hub:org/repo[@rev], or a URL")
     g.add_argument("--model-args", nargs="*", metavar="KEY=VALUE", default=None,
                    help="extra architecture arguments, e.g. num_classes=10 img_size=64")
-    g.add_argument("--dataset", default=task.default_dataset, help="dataset name (see `visionzoo list`)")
+    g.add_argument("--dataset", default=task.default_dataset, help="dataset name (see `python -m visionzoo list`)")
     g.add_argument("--data-root", default=None, help="folder of a dataset that lives on disk")
     g.add_argument("--dataset-args", nargs="*", metavar="KEY=VALUE", default=None,
                    help="extra dataset arguments, e.g. image_size=64 style=sketch")
-    g.add_argument("--batch-size", type=int, default=32)
+    g.add_argument("--batch-size", type=int, default=32, help="images per step and process")
     g.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1 ...")
-    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="autocast precision")
     g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile the model")
-    g.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=False)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=False,
+                   help="channels_last memory format (faster convolutions on GPU)")
+    g.add_argument("--seed", type=int, default=0, help="seeds init, data order and augmentation")
     g.add_argument("--output-dir", default=None, help="run folder (default: runs/<task>-<time>)")
     g.add_argument("--workers", type=int, default=0, help="data-loading worker processes")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     if training:
         t = p.add_argument_group("training")
-        t.add_argument("--epochs", type=int, default=10)
-        t.add_argument("--lr", type=float, default=1e-3)
-        t.add_argument("--opt", choices=["adamw", "adam", "sgd"], default="adamw")
-        t.add_argument("--weight-decay", type=float, default=0.05)
+        t.add_argument("--epochs", type=int, default=10, help="passes over the training set")
+        t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+        t.add_argument("--opt", choices=["adamw", "adam", "sgd"], default="adamw", help="optimizer")
+        t.add_argument("--weight-decay", type=float, default=0.05, help="decoupled (AdamW) or L2 weight decay")
         t.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
-        t.add_argument("--warmup-epochs", type=float, default=0.0)
+        t.add_argument("--warmup-epochs", type=float, default=0.0, help="linear warm-up before the cosine")
         t.add_argument("--warmup-steps", type=int, default=None, help="overrides --warmup-epochs")
         t.add_argument("--min-lr-ratio", type=float, default=0.0, help="final lr / peak lr of the cosine")
         t.add_argument("--clip-grad", type=float, default=None, help="max gradient norm")
@@ -129,20 +140,18 @@ def build_parser(training: bool) -> argparse.ArgumentParser:
 
     prog = "train.py" if training else "eval.py"
     parser = argparse.ArgumentParser(
-        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=prog, formatter_class=_HelpFormatter,
         description=("Train" if training else "Evaluate") + " a visionzoo method. "
                     f"`{prog} TASK --help` lists the flags of one task.")
     sub = parser.add_subparsers(dest="task", metavar="TASK", required=True)
     for name in list_tasks():
         task = get_task(name)
-        sp = sub.add_parser(name, help=task.help, description=task.help,
-                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        sp = sub.add_parser(name, help=task.help, description=task.help, formatter_class=_HelpFormatter)
         _common(sp, training, task)
         add_dataclass_args(sp, task.Config, f"{name} options")
         epilog = getattr(task, "epilog", None)
         if epilog:
             sp.epilog = epilog
-            sp.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 

@@ -68,6 +68,8 @@ def _ensure_loaded() -> None:
 
 
 def _split_family(name: str) -> tuple[_Family, str] | None:
+    if "." in name:  # "arch.tag" names a published instance (a model card), never an architecture
+        return None
     # Longest prefix first so "vpt_deep" wins over a hypothetical "vpt".
     for prefix in sorted(_FAMILIES, key=len, reverse=True):
         if name.startswith(prefix + "_") and len(name) > len(prefix) + 1:
