@@ -1,7 +1,7 @@
 """Build a timm backbone with its weights from any visionzoo weight source.
 
-``pretrained`` is ``False``, ``True`` (timm's own default: its pretrained_cfg, usually a Hugging
-Face Hub repo), a local file, ``hf-hub:org/repo[@rev]`` (its ``model.safetensors``), or a URL.
+``pretrained`` is ``False``, ``True`` (timm's default pretrained_cfg: its Hugging Face Hub repo,
+fetched through visionzoo's hub layer), a local file, ``hf-hub:org/repo[@rev]`` (its ``model.safetensors``), or a URL.
 Local/hub/URL files go through :mod:`visionzoo.hub` and reach timm as
 ``pretrained_cfg_overlay=dict(file=...)`` so timm's own filtering (head removal, position
 embedding resampling) applies.
@@ -10,13 +10,14 @@ embedding resampling) applies.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import timm
 from torch import nn
 
-from ..errors import OfflineError, unknown_name
-from ..hub import parse_source, resolve_file
+from ..errors import HubError, OfflineError, unknown_name
+from ..hub import download_url, parse_source, resolve_file
 
 
 def preprocessing_from_timm(model: nn.Module) -> dict[str, Any]:
@@ -39,15 +40,28 @@ def create_timm_backbone(name: str, pretrained: bool | str | os.PathLike = False
     if pretrained is False or pretrained is None:
         return timm.create_model(name, pretrained=False, **timm_kwargs), None
     if pretrained is True:
-        try:
-            model = timm.create_model(name, pretrained=True, **timm_kwargs)
-        except Exception as e:  # timm surfaces hub/network failures as many exception types
-            raise OfflineError(f"timm could not load pretrained weights for {name!r} ({type(e).__name__}: {e}). "
-                               "Without the internet, pass pretrained=/path/to/weights.safetensors (or an "
-                               "'hf-hub:org/repo' that is in the cache).") from e
+        path = _fetch_default(name)
+        model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **timm_kwargs)
         return model, f"timm:{name}"
     spec = os.fspath(pretrained)
     filename = "model.safetensors" if parse_source(spec).kind == "hf-hub" else None
     path = resolve_file(spec, filename)
     model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **timm_kwargs)
     return model, spec
+
+
+def _fetch_default(name: str) -> Path:
+    """timm's default weights for ``name``, through visionzoo's hub layer (offline mode and caches apply)."""
+    cfg = timm.models.get_pretrained_cfg(name)
+    if cfg is None or not (cfg.hf_hub_id or cfg.url):
+        raise HubError(f"timm has no pretrained weights for {name!r}; pass a weights file instead.")
+    if cfg.hf_hub_id:
+        errors: list[Exception] = []
+        for fname in ("model.safetensors", "pytorch_model.bin"):
+            try:
+                return resolve_file(f"hf-hub:{cfg.hf_hub_id}", fname)
+            except HubError as e:
+                errors.append(e)
+        offline = [e for e in errors if isinstance(e, OfflineError)]
+        raise (offline[0] if offline else errors[-1])
+    return download_url(cfg.url)
