@@ -128,6 +128,10 @@ def _common(p: argparse.ArgumentParser, training: bool, task) -> None:
         t.add_argument("--warmup-steps", type=int, default=None, help="overrides --warmup-epochs")
         t.add_argument("--min-lr-ratio", type=float, default=0.0, help="final lr / peak lr of the cosine")
         t.add_argument("--clip-grad", type=float, default=None, help="max gradient norm")
+        t.add_argument("--sam-rho", type=float, default=0.0,
+                       help="sharpness-aware minimisation radius ρ (0 = off; two passes per step)")
+        t.add_argument("--sam-lambda", type=float, default=1.0,
+                       help="weight λ of the sharpness term: ℓ(p) + λ[ℓ(p+ε*) − ℓ(p)] (1 = plain SAM)")
         t.add_argument("--eval-every", type=int, default=1, help="evaluate every N epochs (and at the end)")
         t.add_argument("--save-every", type=int, default=0, help="also keep checkpoints/epoch_N.pt every N epochs")
         t.add_argument("--log-every", type=int, default=10, help="log every N steps")

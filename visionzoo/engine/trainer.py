@@ -30,6 +30,7 @@ from .distributed import DistInfo, all_true, barrier, cleanup_distributed, init_
 from .evaluator import evaluate, to_device
 from .precision import autocast, grad_scaler
 from .runlog import RunLogger, fmt_metrics
+from .sam import sam_backward
 from .schedule import cosine_with_warmup
 from .state import STATE_NAME, load_training_state, restore, save_training_state
 from .task import Task
@@ -91,6 +92,8 @@ def _fit(task: Task, args: argparse.Namespace, info: DistInfo) -> dict[str, Any]
     warmup = args.warmup_steps if args.warmup_steps is not None else int(args.warmup_epochs * steps_per_epoch)
     scheduler = cosine_with_warmup(optimizer, total_steps, warmup, args.min_lr_ratio)
     scaler = grad_scaler(args.precision, info.device)
+    if args.sam_rho > 0 and scaler is not None:
+        raise VisionZooError("--sam-rho does not combine with --precision fp16 (loss scaling); use bf16 or fp32.")
 
     step, start_epoch, start_in_epoch, best = 0, 0, 0, None
     if args.resume:
@@ -140,16 +143,30 @@ def _fit(task: Task, args: argparse.Namespace, info: DistInfo) -> dict[str, Any]
         epoch_start = time.time()
         for batch in log.progress(loader, len(loader), f"epoch {epoch + 1}/{args.epochs}"):
             batch = to_device(batch, info.device)
-            with autocast(args.precision, info.device):
-                outs = task.loss(train_model, batch, args)
-            loss = outs["loss"]
+            optimizer.zero_grad(set_to_none=True)
+            if args.sam_rho > 0:
+                outs = {}
+
+                def closure(batch=batch, outs=outs):
+                    with autocast(args.precision, info.device):
+                        o = task.loss(train_model, batch, args)
+                    if not outs:
+                        outs.update(o)
+                    return o["loss"]
+
+                loss = sam_backward(closure, trainable, args.sam_rho, args.sam_lambda)
+            else:
+                with autocast(args.precision, info.device):
+                    outs = task.loss(train_model, batch, args)
+                loss = outs["loss"]
             if not all_true(bool(torch.isfinite(loss.detach()).all()), info):
                 where = state_path if state_path.exists() else "none written yet"
                 raise NonFiniteLossError(
                     f"loss became {loss.item()} at step {step + 1} (epoch {epoch + 1}); stopping. The last good "
                     f"checkpoint is untouched: {where}. Lower --lr, add --clip-grad, or use --precision fp32.")
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
+            if args.sam_rho > 0:
+                pass  # gradients are already in place
+            elif scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
             else:
