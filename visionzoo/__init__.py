@@ -5,6 +5,7 @@
 ['classifier_deit_tiny_patch16_224']
 """
 
+from . import backbones as _backbones  # noqa: F401  (registers vit_tiny_partworld with timm)
 from .cards import list_pretrained
 from .checkpoint import from_pretrained, save_pretrained
 from .factory import create_model, create_transforms, load_pretrained

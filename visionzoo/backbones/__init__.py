@@ -1,5 +1,6 @@
 """Thin adapters over timm ViTs and open_clip models."""
 
+from . import partworld  # noqa: F401  (timm registration of the project's tiny ViT)
 from .open_clip_backbone import (
            create_open_clip_backbone,
            preprocessing_from_open_clip,
