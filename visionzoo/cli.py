@@ -220,7 +220,11 @@ def _run(main, argv: list[str] | None) -> int:
 def _train(argv: list[str] | None) -> dict[str, Any]:
     from .engine import fit, get_task
     args = parse_args(argv, training=True)
-    return fit(get_task(args.task), args)
+    task = get_task(args.task)
+    custom = getattr(task, "run_train", None)
+    if callable(custom):  # protocols made of several fits (e.g. class-incremental tasks) drive the engine
+        return custom(args)
+    return fit(task, args)
 
 
 def _eval(argv: list[str] | None) -> dict[str, Any]:

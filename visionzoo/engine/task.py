@@ -78,6 +78,12 @@ class Task:
         """Metrics from the summed ``eval_step`` outputs."""
         raise NotImplementedError
 
+    # Optional hooks (define them in a subclass to use them):
+    #   run_train(args) -> dict: replaces the single engine.fit call of train.py (e.g. a sequence of
+    #       fits over class-incremental tasks); it should still call engine.fit for each stage.
+    #   run_eval(args, info, log) -> dict: replaces the single evaluation of eval.py (several methods
+    #       or baselines in one report).
+
 
 _TASKS: dict[str, type[Task]] = {}
 
