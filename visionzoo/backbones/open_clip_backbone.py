@@ -46,6 +46,15 @@ def preprocessing_from_open_clip(model: nn.Module) -> dict[str, Any]:
 def create_open_clip_backbone(name: str, pretrained: bool | str | os.PathLike = False,
                               **kwargs: Any) -> tuple[nn.Module, str | None]:
     """Returns ``(model, weight_source)``; ``weight_source`` is None for random init."""
+    own = _own_config(name)
+    if own is not None:
+        folder, preprocess, recipe = own
+        kwargs.setdefault("force_preprocess_cfg", dict(preprocess))
+        if pretrained is True:
+            pretrained = folder / "open_clip_model.safetensors"
+            if not pretrained.exists():
+                raise HubError(f"{pretrained} is not there: the project's {name} weights ship with the "
+                               f"repository; recreate them with `{recipe}`.")
     if name not in open_clip.list_models():
         raise unknown_name("open_clip model", name, open_clip.list_models(),
                            hint="See open_clip.list_models(); add your own with register_open_clip_config().")
@@ -70,6 +79,15 @@ def create_open_clip_backbone(name: str, pretrained: bool | str | os.PathLike = 
     filename = "open_clip_model.safetensors" if parse_source(spec).kind == "hf-hub" else None
     path = resolve_file(spec, filename)
     return open_clip.create_model(name, pretrained=str(path), **kwargs), spec
+
+
+def _own_config(name: str) -> tuple[Path, dict[str, Any], str] | None:
+    """The project's own open_clip configs: registered on first use, weights shipped in models/."""
+    from . import partworld
+    if name != "clip_tiny_partworld":
+        return None
+    partworld.register_clip_tiny_partworld()
+    return partworld.CLIP_TINY_PARTWORLD_DIR, partworld.CLIP_TINY_PARTWORLD_PREPROCESS, partworld.CLIP_RECIPE
 
 
 _HUB_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")

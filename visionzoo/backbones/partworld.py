@@ -7,7 +7,10 @@
   ``timm.create_model("vit_tiny_partworld", pretrained=True, pretrained_cfg_overlay=dict(file=...))``
   work offline.
 * ``clip_tiny_partworld``: an open_clip config (ViT image tower as above but 6 blocks, a small
-  text tower with open_clip's own tokenizer), registered with ``open_clip.add_model_config``.
+  text tower with open_clip's own tokenizer), registered with ``open_clip.add_model_config``; its
+  weights ship as ``models/clip_tiny_partworld/`` (``open_clip_config.json`` +
+  ``open_clip_model.safetensors``), so ``open_clip.create_model_and_transforms(
+  "local-dir:models/clip_tiny_partworld")`` loads them without visionzoo.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "models"
 PARTWORLD_MEAN = (0.5, 0.5, 0.5)
 PARTWORLD_STD = (0.25, 0.25, 0.25)
 VIT_TINY_PARTWORLD_FILE = MODELS_DIR / "vit_tiny_partworld.safetensors"
-CLIP_TINY_PARTWORLD_FILE = MODELS_DIR / "clip_tiny_partworld.safetensors"
+CLIP_TINY_PARTWORLD_DIR = MODELS_DIR / "clip_tiny_partworld"  # open_clip "local-dir:" layout
 
 VIT_TINY_PARTWORLD_ARGS: dict[str, Any] = dict(img_size=64, patch_size=8, embed_dim=128, depth=8, num_heads=4,
                                                mlp_ratio=4.0)
@@ -53,6 +56,8 @@ CLIP_TINY_PARTWORLD_CONFIG: dict[str, Any] = {
 }
 CLIP_TINY_PARTWORLD_PREPROCESS = {"mean": PARTWORLD_MEAN, "std": PARTWORLD_STD, "interpolation": "bilinear",
                                   "resize_mode": "shortest"}
+CLIP_RECIPE = "python train.py pretrain --model clip_tiny_partworld --export models/clip_tiny_partworld"
+VIT_RECIPE = "python train.py pretrain --model vit_tiny_partworld --export models/vit_tiny_partworld.safetensors"
 
 
 def register_clip_tiny_partworld() -> str:
@@ -64,5 +69,5 @@ def register_clip_tiny_partworld() -> str:
     if "clip_tiny_partworld" not in open_clip.list_models():
         cfg = {**CLIP_TINY_PARTWORLD_CONFIG,
                "vision_cfg": {**CLIP_TINY_PARTWORLD_CONFIG["vision_cfg"]}}
-        register_open_clip_config("clip_tiny_partworld", cfg, folder=MODELS_DIR / "open_clip")
+        register_open_clip_config("clip_tiny_partworld", cfg)
     return "clip_tiny_partworld"

@@ -53,6 +53,12 @@ def create_timm_backbone(name: str, pretrained: bool | str | os.PathLike = False
 def _fetch_default(name: str) -> Path:
     """timm's default weights for ``name``, through visionzoo's hub layer (offline mode and caches apply)."""
     cfg = timm.models.get_pretrained_cfg(name)
+    if cfg is not None and cfg.file:  # weights shipped with a package (the project's own tiny backbones)
+        path = Path(cfg.file)
+        if not path.exists():
+            raise HubError(f"{path} is not there: {name}'s weights ship with the repository; recreate them "
+                           f"with `python train.py pretrain --model {name} --export {path}`.")
+        return path
     if cfg is None or not (cfg.hf_hub_id or cfg.url):
         raise HubError(f"timm has no pretrained weights for {name!r}; pass a weights file instead.")
     if cfg.hf_hub_id:

@@ -1,0 +1,150 @@
+"""``train.py pretrain`` / ``eval.py pretrain``: the project's tiny backbones on PartWorld.
+
+* timm backbones (``--model vit_tiny_partworld``): supervised classification of PartWorld's
+  pretraining classes in the source style; the export is a timm state dict (safetensors).
+* open_clip backbones (``--model clip_tiny_partworld``): contrastive image–caption training on the
+  same images; the export is an open_clip ``local-dir:`` folder (config + fp16 safetensors).
+
+``eval.py pretrain`` measures the "before adaptation" rows on the *downstream* classes, per style:
+linear-probe accuracy for ViTs, zero-shot accuracy (single prompt and style-phrase ensemble) for CLIP.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import open_clip
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ...data import build_dataset
+from ...data.partworld_styles import STYLES
+from ...engine import fit
+from ...engine.data import SeededItems
+from ...engine.task import Task, TaskParts, register_task
+from ...factory import create_model, create_transforms
+from .clip_model import OpenClip, _is_open_clip
+from .export import export_backbone
+from .probe import run_backbone_eval
+
+
+@dataclass
+class PretrainConfig:
+    images_per_class: int = field(default=300, metadata={"help": "PartWorld training images per pretraining class"})
+    image_size: int = field(default=64, metadata={"help": "PartWorld image side in pixels"})
+    label_smoothing: float = field(default=0.1, metadata={"help": "cross-entropy label smoothing (ViT)"})
+    crop_scale: float = field(default=0.6, metadata={"help": "smallest area fraction of the random resized crop"})
+    export: str | None = field(default=None, metadata={
+        "help": "also write the backbone here (timm: a .safetensors file; open_clip: a local-dir folder)"})
+    probe_images_per_class: int = field(default=40, metadata={"help": "eval: linear-probe training images per class"})
+    test_images_per_class: int = field(default=20, metadata={"help": "eval: test images per class and style"})
+    eval_styles: list[str] = field(default_factory=lambda: list(STYLES), metadata={"help": "eval: PartWorld styles"})
+
+
+class CaptionItems(torch.utils.data.Dataset):
+    """PartWorld items as ``(image, caption tokens [L], label)`` for contrastive training."""
+
+    def __init__(self, dataset, tokens: Tensor):
+        self.dataset, self.tokens = dataset, tokens
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int):
+        image, label = self.dataset[i][:2]
+        return image, self.tokens[i], label
+
+
+def _train_transform(model: nn.Module, crop_scale: float, flip: bool):
+    from torchvision.transforms import v2 as T
+    cfg = model.pretrained_cfg
+    ops = [T.ToImage(), T.ToDtype(torch.float32, scale=True),
+           T.RandomResizedCrop(tuple(cfg["input_size"][1:]), scale=(crop_scale, 1.0), ratio=(0.85, 1.15),
+                               antialias=True)]
+    if flip:  # not for CLIP: captions say "on the left/right"
+        ops.append(T.RandomHorizontalFlip())
+    return T.Compose([*ops, T.Normalize(list(cfg["mean"]), list(cfg["std"]))])
+
+
+@register_task
+class PretrainTask(Task):
+    name = "pretrain"
+    help = "pretrain a tiny backbone on PartWorld (ViT: supervised; CLIP: contrastive) and export it"
+    Config = PretrainConfig
+    metric = "acc1"
+    default_dataset = "partworld"
+
+    def _data(self, args: argparse.Namespace, cfg: PretrainConfig, split: str, per_class: int):
+        kwargs = {"classes": "pretrain", "style": "clean", "image_size": cfg.image_size,
+                  "images_per_class": per_class, "in_memory": True, "seed": args.seed, **(args.dataset_args or {})}
+        return build_dataset(args.dataset, root=args.data_root, split=split, **kwargs)
+
+    def build(self, args: argparse.Namespace, training: bool) -> TaskParts:
+        cfg: PretrainConfig = self.config_from_args(args)
+        val_raw = self._data(args, cfg, "val", 20)
+        classes = list(val_raw.classes)
+        if _is_open_clip(args.model):
+            model = create_model(f"clip_{args.model}", backbone_pretrained=args.pretrained or False,
+                                 class_names=classes, **(args.model_args or {}))
+        else:
+            model = create_model(f"classifier_{args.model}", backbone_pretrained=args.pretrained or False,
+                                 num_classes=len(classes), class_names=classes, **(args.model_args or {}))
+        eval_set = SeededItems(val_raw, create_transforms(model), args.seed)
+        train_set = None
+        if training:
+            raw = self._data(args, cfg, "train", cfg.images_per_class)
+            is_clip = isinstance(model, OpenClip)
+            items = SeededItems(raw, _train_transform(model, cfg.crop_scale, flip=not is_clip), args.seed)
+            train_set = CaptionItems(items, model.tokenize(raw.captions())) if is_clip else items
+        return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
+
+    def loss(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, Tensor]:
+        core = getattr(model, "module", model)
+        if isinstance(core, OpenClip):
+            images, tokens = batch[0], batch[1]
+            img, txt, scale = model(images, tokens)
+            loss = _clip_loss(img, txt, scale)
+            return {"loss": loss, "logit_scale": scale.detach()}
+        logits = model(batch[0])
+        return {"loss": F.cross_entropy(logits.float(), batch[1], label_smoothing=args.label_smoothing)}
+
+    @torch.no_grad()
+    def eval_step(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, float]:
+        images, target = batch[0], batch[1]
+        if isinstance(model, OpenClip):
+            prompts = [[f"a photo of a {n}."] for n in model.class_names]
+            text = model.class_text_features(prompts)
+            logits = model.net.encode_image(images, normalize=True) @ text.T
+        else:
+            logits = model(images)
+        return {"correct": float((logits.argmax(1) == target).sum()), "count": float(len(target))}
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        return {"acc1": 100.0 * sums.get("correct", 0.0) / max(1.0, sums.get("count", 0.0)),
+                "count": int(sums.get("count", 0))}
+
+    def run_train(self, args: argparse.Namespace) -> dict[str, Any]:
+        results = fit(self, args)
+        if results.get("final"):
+            out = Path(args.output_dir)
+            targets = [out / "backbone"] + ([Path(args.export)] if args.export else [])
+            for target in targets:
+                results.setdefault("exported", []).append(str(export_backbone(results["final"], target)))
+        return results
+
+    def run_eval(self, args: argparse.Namespace, info, log) -> dict[str, Any]:
+        return run_backbone_eval(self.config_from_args(args), args, log)
+
+
+def _clip_loss(img: Tensor, txt: Tensor, scale: Tensor) -> Tensor:
+    """Symmetric InfoNCE (open_clip's ClipLoss, gathering features over DDP ranks when there are several)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        loss_fn = open_clip.ClipLoss(gather_with_grad=True, rank=torch.distributed.get_rank(),
+                                     world_size=torch.distributed.get_world_size())
+    else:
+        loss_fn = open_clip.ClipLoss()
+    return loss_fn(img.float(), txt.float(), scale.float())
