@@ -64,8 +64,10 @@ def all_reduce_sums(sums: dict[str, float], info: DistInfo) -> dict[str, float]:
     """Sum a dict of floats over ranks (keys must match on every rank)."""
     if not info.enabled:
         return dict(sums)
-    keys = sorted(sums)
-    t = torch.tensor([float(sums[k]) for k in keys], dtype=torch.float64,
+    gathered: list[list[str]] = [[] for _ in range(info.world_size)]
+    dist.all_gather_object(gathered, sorted(sums))  # a rank with no batches has no keys yet
+    keys = sorted(set().union(*gathered))
+    t = torch.tensor([float(sums.get(k, 0.0)) for k in keys], dtype=torch.float64,
                      device=info.device if info.device.type == "cuda" else "cpu")
     dist.all_reduce(t)
     return dict(zip(keys, t.tolist(), strict=True))
