@@ -1,3 +1,11 @@
 """Imports every module that registers a dataset (kept as the single place to add one)."""
 
-from . import synthetic  # noqa: F401
+from . import (  # noqa: F401
+    cifar,
+    cub,
+    folders,
+    imagenet,
+    natural,
+    partworld,
+    synthetic,
+)
