@@ -38,6 +38,8 @@ class PretrainConfig:
     image_size: int = field(default=64, metadata={"help": "PartWorld image side in pixels"})
     label_smoothing: float = field(default=0.1, metadata={"help": "cross-entropy label smoothing (ViT)"})
     crop_scale: float = field(default=0.6, metadata={"help": "smallest area fraction of the random resized crop"})
+    short_caption_prob: float = field(default=0.5, metadata={
+        "help": "CLIP: probability of using the bare class prompt instead of the full caption"})
     export: str | None = field(default=None, metadata={
         "help": "also write the backbone here (timm: a .safetensors file; open_clip: a local-dir folder)"})
     probe_images_per_class: int = field(default=40, metadata={"help": "eval: linear-probe training images per class"})
@@ -46,17 +48,25 @@ class PretrainConfig:
 
 
 class CaptionItems(torch.utils.data.Dataset):
-    """PartWorld items as ``(image, caption tokens [L], label)`` for contrastive training."""
+    """PartWorld items as ``(image, caption tokens [L], label)`` for contrastive training.
 
-    def __init__(self, dataset, tokens: Tensor):
-        self.dataset, self.tokens = dataset, tokens
+    With probability ``short_prob`` the caption is the bare class prompt ("a photo of a {name}.")
+    instead of the full attribute caption: full captions alone can be matched through instance
+    details (position, background, size) and leave class names weakly aligned, which is what
+    zero-shot classification needs. The draw uses the global RNG, which the engine seeds per item.
+    """
+
+    def __init__(self, dataset, tokens: Tensor, class_tokens: Tensor, labels: Tensor, short_prob: float = 0.5):
+        self.dataset, self.tokens, self.class_tokens = dataset, tokens, class_tokens
+        self.labels, self.short_prob = labels, short_prob
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __getitem__(self, i: int):
         image, label = self.dataset[i][:2]
-        return image, self.tokens[i], label
+        short = float(torch.rand(())) < self.short_prob
+        return image, (self.class_tokens[int(self.labels[i])] if short else self.tokens[i]), label
 
 
 def _train_transform(model: nn.Module, crop_scale: float, flip: bool):
@@ -99,7 +109,12 @@ class PretrainTask(Task):
             raw = self._data(args, cfg, "train", cfg.images_per_class)
             is_clip = isinstance(model, OpenClip)
             items = SeededItems(raw, _train_transform(model, cfg.crop_scale, flip=not is_clip), args.seed)
-            train_set = CaptionItems(items, model.tokenize(raw.captions())) if is_clip else items
+            if is_clip:
+                labels = torch.as_tensor([int(t) for t in raw.targets])
+                train_set = CaptionItems(items, model.tokenize(raw.captions()),
+                                         model.tokenize(raw.class_prompts()), labels, cfg.short_caption_prob)
+            else:
+                train_set = items
         return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
 
     def loss(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, Tensor]:
