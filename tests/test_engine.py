@@ -125,3 +125,25 @@ def test_bf16_autocast_and_grad_clip_run(tmp_path):
     assert train_main(_train_args(out, "--precision", "bf16", "--clip-grad", "1.0", "--epochs", "1")) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] == 5 and results["metrics"]["count"] == 40
+
+
+def test_seeded_items_apply_the_transform_even_for_batch_fetching_datasets():
+    from torch.utils.data import DataLoader, Dataset
+
+    from visionzoo.engine.data import SeededItems
+
+    class Batched(Dataset):
+        classes = ["a", "b"]
+
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return torch.zeros(3, 2, 2), i % 2
+
+        def __getitems__(self, idx):  # like PartWorld: one call per batch
+            return [self[i] for i in idx]
+
+    items = SeededItems(Batched(), transform=lambda x: x + 1.0)
+    images, _ = next(iter(DataLoader(items, batch_size=4)))
+    assert torch.equal(images, torch.ones(4, 3, 2, 2)) and items.classes == ["a", "b"]

@@ -81,6 +81,8 @@ class SeededItems(Dataset):
         return item
 
     def __getattr__(self, name: str) -> Any:  # expose .classes etc. of the wrapped dataset
-        if name in ("dataset", "transform", "seed", "epoch"):
+        # Never forward dunders: DataLoader would find the wrapped dataset's __getitems__ and
+        # fetch batches around this wrapper, skipping the transform and the per-item seeding.
+        if name.startswith("__") or name in ("dataset", "transform", "seed", "epoch"):
             raise AttributeError(name)
         return getattr(self.dataset, name)
