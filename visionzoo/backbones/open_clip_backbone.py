@@ -9,6 +9,7 @@ resolved by :mod:`visionzoo.hub` and handed to open_clip as a path.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,11 @@ def create_open_clip_backbone(name: str, pretrained: bool | str | os.PathLike = 
         raise unknown_name("open_clip model", name, open_clip.list_models(),
                            hint="See open_clip.list_models(); add your own with register_open_clip_config().")
     if pretrained is False or pretrained is None:
-        return open_clip.create_model(name, pretrained=None, **kwargs), None
+        logging.disable(logging.WARNING)  # open_clip warns on the root logger that nothing was loaded
+        try:
+            return open_clip.create_model(name, pretrained=None, **kwargs), None
+        finally:
+            logging.disable(logging.NOTSET)
     tags = open_clip.list_pretrained_tags_by_model(name)
     if pretrained is True:
         if not tags:
