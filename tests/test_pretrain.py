@@ -41,7 +41,7 @@ def test_clip_recipe_runs_and_exports_an_open_clip_folder(tmp_path):
     results = _recipe(tmp_path, "clip_tiny_partworld")
     folder = tmp_path / "clip_tiny_partworld-export"
     model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{folder}")
-    assert model.visual.preprocess_cfg["std"] == (0.25, 0.25, 0.25)
+    assert tuple(model.visual.preprocess_cfg["std"]) == (0.25, 0.25, 0.25)
     trained = visionzoo.from_pretrained(results["final"]).eval()
     x = torch.rand(2, 3, 64, 64)
     with torch.no_grad():  # fp16 storage: equal up to half precision

@@ -12,6 +12,7 @@ linear-probe accuracy for ViTs, zero-shot accuracy (single prompt and style-phra
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,8 @@ class PretrainTask(Task):
             targets = [out / "backbone"] + ([Path(args.export)] if args.export else [])
             for target in targets:
                 results.setdefault("exported", []).append(str(export_backbone(results["final"], target)))
+            (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+            print(f"exported: {', '.join(results['exported'])}", flush=True)
         return results
 
     def run_eval(self, args: argparse.Namespace, info, log) -> dict[str, Any]:
