@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   done in {result['seconds']} s; outputs in {out / name}", flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print("\nSummary")
-    for name, result in summary.items():
+    for result in summary.values():
         for row in result.get("rows", []):
             print("  " + ", ".join(f"{k}={v}" for k, v in row.items()))
     print(f"\nAll demo results: {out.resolve()} (summary.json, one folder per step)")
