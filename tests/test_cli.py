@@ -79,3 +79,20 @@ def test_train_then_eval_writes_results(tmp_path):
     row = json.loads((ev / "results.json").read_text())["rows"][0]
     assert row["acc1"] == pytest.approx(results["metrics"]["acc1"])
     assert (ev / "results.md").read_text().startswith("| model |")
+
+
+def test_eval_of_a_linear_probe_checkpoint(tmp_path):
+    import timm
+    from safetensors.torch import save_file
+
+    net = timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=2, embed_dim=32, num_heads=2)
+    weights = tmp_path / "bb.safetensors"
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(weights))
+    run = tmp_path / "probe"
+    assert train_main(["classify", "--model", "classifier_vit_tiny_patch16_224", "--model-args", *TINY_VIT_ARGS,
+                       f"backbone_pretrained={weights}", "--linear-probe", "--epochs", "1", "--batch-size", "32",
+                       "--quiet", "--output-dir", str(run)]) == 0
+    final = json.loads((run / "results.json").read_text())["final"]
+    assert json.loads((Path(final) / "config.json").read_text())["weights"] == "trained"
+    assert eval_main(["classify", "--model", "classifier_vit_tiny_patch16_224", "--pretrained", final, "--quiet",
+                      "--output-dir", str(tmp_path / "ev")]) == 0

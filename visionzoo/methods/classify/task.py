@@ -41,9 +41,11 @@ class ClassifyTask(Task):
         ds_kwargs = dict(args.dataset_args or {})
         eval_raw = build_dataset(args.dataset, root=args.data_root, split=cfg.eval_split, **ds_kwargs)
         classes = list(eval_raw.classes)
+        overrides = {"num_classes": len(classes), "class_names": classes}
+        if training:  # for evaluation a checkpoint keeps the trainability it was saved with
+            overrides["linear_probe"] = cfg.linear_probe
         model = create_model(args.model, pretrained=args.pretrained or False,
-                             **{"num_classes": len(classes), "class_names": classes,
-                                "linear_probe": cfg.linear_probe, **(args.model_args or {})})
+                             **{**overrides, **(args.model_args or {})})
         if getattr(model, "class_names", None) is None:
             model.class_names = classes
         eval_set = SeededItems(eval_raw, create_transforms(model, training=False), args.seed)
