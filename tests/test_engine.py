@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -15,7 +16,8 @@ from safetensors.torch import load_file
 from visionzoo.cli import train_main
 from visionzoo.engine import register_task
 from visionzoo.engine.data import ResumableSampler
-from visionzoo.engine.schedule import cosine_with_warmup
+from visionzoo.engine.schedule import build_schedule, cosine_with_warmup
+from visionzoo.errors import VisionZooError
 from visionzoo.methods.classify.task import ClassifyTask
 
 from .conftest import TINY_VIT_ARGS
@@ -46,6 +48,15 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path):
     # and training did change the weights (the comparison is not between two untouched models)
     first = json.loads((tmp_path / "full" / "metrics.jsonl").read_text().splitlines()[0])
     assert first["kind"] == "train" and first["loss"] > 0
+
+
+def test_step_schedule_from_the_command_line(tmp_path):
+    args = _train_args(tmp_path / "step", "--schedule", "step", "--step-epochs", "1", "--step-gamma", "0.5",
+                       "--warmup-steps", "0", "--log-every", "1")
+    assert train_main(args) == 0
+    rows = [json.loads(line) for line in (tmp_path / "step" / "metrics.jsonl").read_text().splitlines()]
+    lr = {r["epoch"]: r["lr"] for r in rows if r["kind"] == "train"}
+    assert lr[2] == pytest.approx(lr[1] * 0.5)
 
 
 @register_task
@@ -89,6 +100,21 @@ def test_cosine_schedule_with_warmup():
         sched.step()
     assert lrs[0] == pytest.approx(0.5) and lrs[1] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[1:], lrs[2:], strict=False)) and lrs[-1] < 0.05
+
+
+def test_step_schedule_halves_every_period_after_warmup():
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    args = argparse.Namespace(schedule="step", step_epochs=2, step_gamma=0.5, min_lr_ratio=0.0)
+    sched = build_schedule(opt, args, steps_per_epoch=3, total_steps=30, warmup_steps=2)
+    lrs = []
+    for _ in range(14):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[:2] == [0.5, 1.0]  # warm-up
+    assert lrs[2:6] == [1.0] * 4 and lrs[6:12] == [0.5] * 6 and lrs[12:] == [0.25] * 2  # ×0.5 every 6 steps
+    with pytest.raises(VisionZooError, match="--step-gamma"):
+        build_schedule(opt, argparse.Namespace(schedule="step", step_epochs=2, step_gamma=2.0), 3, 30, 0)
 
 
 def test_sampler_resume_and_rank_split():

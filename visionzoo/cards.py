@@ -62,6 +62,11 @@ def _parse(path: Path) -> ModelCard:
     src = str(data["weights"].get("source", ""))
     if src.startswith(("http://", "https://")) and not data["weights"].get("sha256"):
         raise VisionZooError(f"model card {path}: a URL weight source needs a sha256 (weights.sha256).")
+    sha = data["weights"].get("sha256")
+    if sha is not None and not (isinstance(sha, str) and len(sha) == 64
+                                and all(c in "0123456789abcdef" for c in sha)):
+        raise VisionZooError(f"model card {path}: weights.sha256 must be 64 lowercase hex digits, got {sha!r} "
+                             "(quote it in the YAML if it consists of digits only).")
     return ModelCard(
         name=data["name"], architecture=data["architecture"], weights=dict(data["weights"]),
         default=bool(data.get("default", False)), model_args=dict(data.get("model_args") or {}),

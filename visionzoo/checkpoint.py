@@ -231,16 +231,22 @@ def load_state_into(model: nn.Module, state: dict[str, torch.Tensor], mode: str,
     model.load_state_dict(state, strict=(mode == "full"))
 
 
-def from_pretrained(src: str | os.PathLike, **overrides: Any) -> nn.Module:
+def from_pretrained(src: str | os.PathLike, *, pinned_sha256: str | None = None, **overrides: Any) -> nn.Module:
     """Rebuild base model + trained tensors from a folder, ``hf-hub:org/repo[@rev]`` or URL base.
 
     ``overrides`` replace entries of the saved ``model_args`` (e.g. ``device``-free options);
-    changing shapes makes loading fail with a clear error.
+    changing shapes makes loading fail with a clear error. ``pinned_sha256`` (a model card's
+    ``weights.sha256``) must match the folder's model.safetensors; it guards against a folder whose
+    weights *and* config.json were both replaced.
     """
     from .factory import create_model
 
     config = read_config(src)
     weights_path = _resolve_ckpt_file(src, WEIGHTS_NAME, sha256=None)
+    if pinned_sha256 and sha256_file(weights_path) != pinned_sha256:
+        raise CheckpointError(f"{weights_path} does not match the sha256 pinned by its model card "
+                              f"({pinned_sha256}); the shipped or downloaded checkpoint was replaced. "
+                              "Re-download it, or update the card if you re-trained it on purpose.")
     state = load_safetensors(weights_path, config.get("weights_sha256"))
     args = {**config.get("model_args", {}), **overrides}
     model = create_model(config["architecture"], pretrained=False, **args)

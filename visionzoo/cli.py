@@ -124,7 +124,12 @@ def _common(p: argparse.ArgumentParser, training: bool, task) -> None:
         t.add_argument("--opt", choices=["adamw", "adam", "sgd"], default="adamw", help="optimizer")
         t.add_argument("--weight-decay", type=float, default=0.05, help="decoupled (AdamW) or L2 weight decay")
         t.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
-        t.add_argument("--warmup-epochs", type=float, default=0.0, help="linear warm-up before the cosine")
+        t.add_argument("--schedule", choices=["cosine", "step"], default="cosine",
+                       help="lr schedule after warm-up: cosine decay to --min-lr-ratio, or step decay "
+                            "(× --step-gamma every --step-epochs, like torch's StepLR)")
+        t.add_argument("--step-epochs", type=float, default=4.0, help="step schedule: epochs between decays")
+        t.add_argument("--step-gamma", type=float, default=0.5, help="step schedule: lr factor at each decay")
+        t.add_argument("--warmup-epochs", type=float, default=0.0, help="linear warm-up before the schedule")
         t.add_argument("--warmup-steps", type=int, default=None, help="overrides --warmup-epochs")
         t.add_argument("--min-lr-ratio", type=float, default=0.0, help="final lr / peak lr of the cosine")
         t.add_argument("--clip-grad", type=float, default=None, help="max gradient norm")

@@ -75,7 +75,7 @@ def create_model(name: str, pretrained: bool | str | os.PathLike = False, **over
     if pretrained is True:
         spec, filename, sha = card.weight_source()
         if _is_checkpoint(spec) and not filename:
-            loaded = from_pretrained(spec, **overrides)
+            loaded = from_pretrained(spec, pinned_sha256=sha, **overrides)
             loaded.visionzoo_cfg["card"] = card.name
             return loaded
         _load_weights_file(model, resolve_file(spec, filename, sha), card.weights.get("format"))

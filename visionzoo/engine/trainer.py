@@ -31,7 +31,7 @@ from .evaluator import evaluate, to_device
 from .precision import autocast, grad_scaler
 from .runlog import RunLogger, fmt_metrics
 from .sam import sam_backward
-from .schedule import cosine_with_warmup
+from .schedule import build_schedule
 from .state import STATE_NAME, load_training_state, restore, save_training_state
 from .task import Task
 
@@ -90,7 +90,7 @@ def _fit(task: Task, args: argparse.Namespace, info: DistInfo) -> dict[str, Any]
     total_steps = steps_per_epoch * args.epochs
     optimizer = build_optimizer(task.param_groups(model, args), args)
     warmup = args.warmup_steps if args.warmup_steps is not None else int(args.warmup_epochs * steps_per_epoch)
-    scheduler = cosine_with_warmup(optimizer, total_steps, warmup, args.min_lr_ratio)
+    scheduler = build_schedule(optimizer, args, steps_per_epoch, total_steps, warmup)
     scaler = grad_scaler(args.precision, info.device)
     if args.sam_rho > 0 and scaler is not None:
         raise VisionZooError("--sam-rho does not combine with --precision fp16 (loss scaling); use bf16 or fp32.")
