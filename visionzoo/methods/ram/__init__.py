@@ -5,7 +5,8 @@ Architectures (registered): ``ram_base`` (deepinv's RAM, official weights via th
 
 Modules: :mod:`.operators` (operator strings -> deepinv physics), :mod:`.selfsup`
 (self-supervised fine-tuning), :mod:`.baselines` (Aᵀy, A†y, TV-PGD), :mod:`.evaluate` and
-:mod:`.report` (PSNR/SSIM tables and figures).
+:mod:`.report` (PSNR/SSIM tables and figures); jobs: :mod:`.task` (``train.py ram``, ``train.py ram
+--finetune``, ``eval.py ram``), :mod:`.demo` (``make demo``).
 """
 
 from .checks import (
@@ -20,10 +21,11 @@ from .models import ram_base, ram_small, ram_tiny
 from .network import RAMNet
 from .operators import OPERATOR_HELP, OperatorSpec, OperatorSpecError, build_physics, parse_operator, simulate
 from .selfsup import choose_losses, finetune
+from .task import RAMTask, RAMTaskConfig
 
 __all__ = [
     "RAMConfig", "RAM_BASE", "RAM_SMALL", "RAM_TINY", "RAMNet", "ram_base", "ram_small", "ram_tiny",
     "OPERATOR_HELP", "OperatorSpec", "OperatorSpecError", "build_physics", "parse_operator", "simulate",
     "choose_losses", "finetune", "RAMInputError", "UnsupportedChannelsError", "NonFiniteMeasurementError",
-    "OperatorShapeError", "NoiseLevelError",
+    "OperatorShapeError", "NoiseLevelError", "RAMTask", "RAMTaskConfig",
 ]

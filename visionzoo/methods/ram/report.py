@@ -76,19 +76,23 @@ def save_figure_grid(examples: Sequence[Example], path: str | Path, method: str 
         raise ValueError("no examples to plot; evaluate(..., examples_per_operator >= 1).")
     method = method or next(iter(examples[0].outputs))
     cols = ["measurement", "Aᵀy", method, "truth"]
-    fig = Figure(figsize=(10, 2.6 * len(examples)))
+    from deepinv.loss.metric import PSNR
+
+    fig = Figure(figsize=(10, 2.8 * len(examples)))
     axes = fig.subplots(len(examples), 4, squeeze=False)
     for row, ex in zip(axes, examples, strict=True):
-        pics = [ex.measurement, ex.adjoint.clamp(0, 1), ex.outputs[method], ex.truth]
-        for ax, pic, title in zip(row, pics, cols, strict=True):
+        pics = [ex.measurement, ex.adjoint.clamp(0, 1), ex.outputs[method].clamp(0, 1), ex.truth]
+        psnr = PSNR(max_pixel=1.0, complex_abs=ex.truth.shape[1] == 2)
+        for j, (ax, pic, title) in enumerate(zip(row, pics, cols, strict=True)):
             img = _as_picture(pic)
             ax.imshow(img.numpy(), cmap="gray" if img.ndim == 2 else None, vmin=0, vmax=1)
             ax.set_xticks([])
             ax.set_yticks([])
-            if ax is row[0]:
+            if j == 0:
                 ax.set_ylabel(ex.operator.split(",noise=")[0], fontsize=7)
-            if row is axes[0]:
-                ax.set_title(title)
+            if j in (1, 2):  # every row: the operators differ, so do the scores
+                title += f"\n{float(psnr(pic.float(), ex.truth.float()).mean()):.2f} dB"
+            ax.set_title(title, fontsize=8)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
