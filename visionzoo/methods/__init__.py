@@ -1,3 +1,3 @@
 """Every method package; importing this registers all architectures and tasks."""
 
-from . import classify, fga, ivpt, pretrain, ram  # noqa: F401
+from . import classify, fga, hippotune, ivpt, pretrain, ram  # noqa: F401
