@@ -47,6 +47,8 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path):
         assert torch.equal(full[k], resumed[k]), f"{k} differs after resume"
     # and training did change the weights (the comparison is not between two untouched models)
     first = json.loads((tmp_path / "full" / "metrics.jsonl").read_text().splitlines()[0])
+    command = json.loads((tmp_path / "full" / "results.json").read_text())["command"]
+    assert command.startswith("python train.py classify --model classifier_vit_tiny_patch16_224")
     assert first["kind"] == "train" and first["loss"] > 0
 
 

@@ -201,6 +201,8 @@ def parse_args(argv: list[str] | None, training: bool) -> argparse.Namespace:
     parser = build_parser(training)
     _apply_config_file(parser, argv)
     args = parser.parse_args(argv)
+    # the command that reproduces this run, also when called from code (train_main([...]))
+    args._argv = ["train.py" if training else "eval.py", *argv]
     if not args.model:
         parser.error("--model is required (on the command line or in --config)")
     args.model_args = parse_kv(args.model_args) if isinstance(args.model_args, list) else (args.model_args or {})

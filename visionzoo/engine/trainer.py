@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,12 @@ def build_optimizer(groups: list[dict[str, Any]], args: argparse.Namespace) -> t
 
 def _args_dict(args: argparse.Namespace) -> dict[str, Any]:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not k.startswith("_")}
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """``python train.py ...`` as parsed (``sys.argv`` when the namespace was not built by the CLI)."""
+    argv = getattr(args, "_argv", None) or ["train.py", *sys.argv[1:]]
+    return "python " + " ".join(shlex.quote(a) for a in argv)
 
 
 def fit(task: Task, args: argparse.Namespace) -> dict[str, Any]:
@@ -218,7 +226,8 @@ def _fit(task: Task, args: argparse.Namespace, info: DistInfo) -> dict[str, Any]
     results: dict[str, Any] = {"task": task.name, "model": args.model, "dataset": args.dataset, "steps": step,
                                "interrupted": interrupted, "seconds": round(time.time() - t0, 2),
                                "world_size": info.world_size, "metrics": metrics, "best": best,
-                               "output_dir": str(out), "resume_state": str(state_path)}
+                               "output_dir": str(out), "resume_state": str(state_path),
+                               "command": command_line(args)}
     if not interrupted and info.is_main:
         results["final"] = str(save_pretrained(model, out / "final", extra={"steps": step, **metrics}))
         if (out / "best").exists():
