@@ -26,3 +26,17 @@ def _isolated_caches(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def tiny_vit_kwargs():
     return dict(TINY_VIT)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Small tensors: intra-op threads only add overhead (and spin on a shared 2-core machine).
+
+    Use per module with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``.
+    """
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

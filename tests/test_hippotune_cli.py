@@ -16,13 +16,7 @@ from .conftest import TINY_VIT_ARGS
 DATA = ["--dataset", "random-blobs", "--dataset-args", "num_classes=6", "length=24", "--tasks", "3"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Single-threaded BLAS: on a shared 2-core machine, thread spinning makes tiny ops 100x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _args(task: str, out: Path, *extra: str, model: str = "vit_tiny_partworld") -> list[str]:

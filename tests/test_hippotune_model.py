@@ -14,14 +14,7 @@ from visionzoo.methods.hippotune.backbone import default_adapted_blocks
 
 from .conftest import TINY_VIT
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Single-threaded BLAS: on a shared 2-core machine, thread spinning makes tiny ops 100x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _hippo(**kw) -> HippoTuneViT:
     torch.manual_seed(0)

@@ -11,14 +11,7 @@ from timm.models.vision_transformer import Block
 from visionzoo.methods.hippotune.layer import RetrievalBlock
 from visionzoo.methods.hippotune.retrieval import IterativeRetrieval, retrieval_entropy
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Single-threaded BLAS: on a shared 2-core machine, thread spinning makes tiny ops 100x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _memory(**kw) -> IterativeRetrieval:
     torch.manual_seed(0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from visionzoo.cli import eval_main, train_main
 
@@ -13,12 +12,7 @@ TINY = ["--model", "ram_tiny", "--model-args", "widths=[8,8,16,16]", "blocks=1"]
 EVAL = ["--eval-images", "1", "--baselines", "adjoint"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("main", [train_main, eval_main])

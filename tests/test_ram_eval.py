@@ -20,13 +20,7 @@ from visionzoo.methods.ram.report import markdown_table, save_figure_grid, write
 pytestmark = pytest.mark.filterwarnings("ignore:torch.meshgrid")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: intra-op threads only add overhead (and spin on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _phantom(size: int = 32) -> torch.Tensor:

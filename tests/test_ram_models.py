@@ -14,14 +14,7 @@ from visionzoo.methods.ram import RAM_BASE, RAMNet, ram_base, ram_small, ram_tin
 from visionzoo.methods.ram.fast_physics import CircularSincResampler
 from visionzoo.methods.ram.operators import simulate
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: intra-op threads only add overhead (and spin on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # deepinv's benchmark-style tasks plus MRI, on an odd size (37x31, padded inside RAM) and 64x48.
 CASES = [

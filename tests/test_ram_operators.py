@@ -17,14 +17,7 @@ from visionzoo.methods.ram.operators import (
     simulate,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: intra-op threads only add overhead (and spin on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # The examples of the module docstring, with the size each is built for.
 DOCUMENTED = {

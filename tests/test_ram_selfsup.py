@@ -14,14 +14,7 @@ from visionzoo.methods.ram import ram_tiny
 from visionzoo.methods.ram.operators import build_physics, simulate
 from visionzoo.methods.ram.selfsup import choose_losses, finetune, noise_kind
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: intra-op threads only add overhead (and spin on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("op,kind,consistency", [

@@ -18,13 +18,7 @@ TINY = ["--model", "ram_tiny", "--model-args", "widths=[8,8,16,16]", "blocks=1"]
 OPS = ["blur:sigma=1,noise=gaussian:0.05", "inpainting:ratio=0.5"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: intra-op threads only add overhead (and spin on a shared 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_train_few_steps_writes_checkpoint(tmp_path):

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from ...checkpoint import load_safetensors, load_state_into, read_config, save_pretrained
+from ...cli import parse_pretrained
 from ...engine import fit
 from ...engine.data import SeededItems
 from ...engine.distributed import cleanup_distributed, init_distributed
@@ -50,15 +51,8 @@ STATE_FILE = "cl_state.json"
 
 
 def parse_weights_flag(value: str | bool) -> bool | str:
-    """``"true"``/``"false"`` or a weight source."""
-    if isinstance(value, bool):
-        return value
-    low = value.strip().lower()
-    if low in ("true", "yes", "1"):
-        return True
-    if low in ("false", "no", "0", "none", ""):
-        return False
-    return value
+    """``"true"``/``"false"`` or a weight source (the CLI's ``--pretrained`` rule)."""
+    return value if isinstance(value, bool) else parse_pretrained(value)
 
 
 def _epoch_seconds(run_dir: Path) -> list[float]:
