@@ -47,11 +47,14 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--quick", action="store_true", help="5 repeats, batch 16 (for `make bench`)")
-    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "ivpt.json"))
+    p.add_argument("--quick", action="store_true",
+                   help="5 repeats, batch 16 (for `make bench`; a smoke run that writes only with --out)")
+    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/ivpt.json; quick: none)")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats, args.batch_size = 5, 16
+    elif args.out is None:
+        args.out = str(Path(__file__).parent / "results" / "ivpt.json")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     dev = args.device
@@ -98,8 +101,9 @@ def main(argv: list[str] | None = None) -> dict:
         "full_training_step_over_vpt_deep": round(per_image_ms["ivpt_full_training_step"] / per_image_ms["vpt_deep"], 3),
         "command": ("python benchmarks/ivpt.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return result
 

@@ -57,8 +57,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "views.json"))
+    p.add_argument("--quick", action="store_true", help="3 repeats (for `make bench`; writes only with --out)")
+    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/views.json; quick: none)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.repeats = 3
+    elif args.out is None:
+        args.out = str(Path(__file__).parent / "results" / "views.json")
     torch.set_num_threads(args.threads)
     dev = args.device
     img = torch.rand(*INPUT, generator=torch.Generator().manual_seed(0)).to(dev)
@@ -106,8 +111,9 @@ def main(argv: list[str] | None = None) -> dict:
         "kornia_crop_and_resize_vs_batched": round(t["kornia_crop_and_resize"] / t["batched"], 2),
         "command": f"python benchmarks/views.py --device {dev} --threads {args.threads} --repeats {args.repeats}",
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return result
 
