@@ -96,3 +96,11 @@ def test_eval_of_a_linear_probe_checkpoint(tmp_path):
     assert json.loads((Path(final) / "config.json").read_text())["weights"] == "trained"
     assert eval_main(["classify", "--model", "classifier_vit_tiny_patch16_224", "--pretrained", final, "--quiet",
                       "--output-dir", str(tmp_path / "ev")]) == 0
+
+
+def test_model_args_values_are_yaml_and_scientific_notation_is_a_number():
+    from visionzoo.cli import parse_kv
+
+    got = parse_kv(["lr=1e-3", "size=2E4", "name=vit", "ratio=0.5", "flag=true", "depth=2"])
+    assert got == {"lr": 0.001, "size": 20000.0, "name": "vit", "ratio": 0.5, "flag": True, "depth": 2}
+    assert isinstance(got["lr"], float)

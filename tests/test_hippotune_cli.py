@@ -151,3 +151,21 @@ def test_head_rows_start_at_the_class_means_of_the_current_task(tmp_path):
     labels = torch.tensor(ds.targets)
     for c in (2, 3):  # the class mean's direction, at norm √d (unit-size coordinates for Adam)
         torch.testing.assert_close(after[c], F.normalize(feats[labels == c].mean(0), dim=0) * 32 ** 0.5)
+
+
+def test_memory_partitions_keep_earlier_tasks_memories(tmp_path):
+    from visionzoo.checkpoint import from_pretrained
+
+    run = tmp_path / "run"
+    argv = _args("hippotune", run, "--memory-partitions", "3")
+    argv.insert(argv.index("--model-args") + 1, "memory_size=6")
+    assert train_main(argv) == 0
+    first, last = (from_pretrained(str(run / d / "final")) for d in ("task_00", "task_02"))
+    for a, b in zip(first.retrieval_blocks(), last.retrieval_blocks(), strict=True):
+        assert torch.equal(a.retrieval.keys[:2], b.retrieval.keys[:2])  # task 0's partition is frozen after it
+        assert torch.equal(a.retrieval.values[:2], b.retrieval.values[:2])
+        assert not torch.equal(a.retrieval.keys[2:4], b.retrieval.keys[2:4])  # task 1's partition trained
+        assert int(b.retrieval.task) == 2 and b.retrieval.active_slots == 6
+    ev = tmp_path / "eval"
+    assert eval_main(_eval_args(ev, "--pretrained", str(run / "task_02" / "final"))) == 0
+    assert _results(ev)["rows"][0]["acc1"] == pytest.approx(_results(run)["accuracy_curve"][-1])

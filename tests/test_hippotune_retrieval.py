@@ -112,3 +112,24 @@ def test_wrapper_refuses_outer_masks_and_bad_options():
         RetrievalBlock(Block(dim=16, num_heads=2), _memory(), query="tokens")
     with pytest.raises(ValueError, match="temperature"):
         IterativeRetrieval(16, temperature=0.0)
+
+
+def test_memory_partitions_read_earlier_tasks_and_train_only_the_current_one():
+    mem = _memory(memory_size=8, partitions=4, top_k=0)
+    q = torch.randn(5, 16)
+    assert mem(q).weights[..., 2:].abs().max() == 0  # task 0 reads partition 0 only
+    mem.set_task(2)
+    out = mem(q)
+    assert out.weights[..., 6:].abs().max() == 0 and out.weights[..., 4:6].sum() > 0
+    (out.tokens.sum() + mem.orthogonality_loss()).backward()
+    rows = mem.keys.grad.abs().sum(1)
+    assert torch.all(rows[:4] == 0) and torch.all(rows[4:6] > 0) and torch.all(rows[6:] == 0)
+    assert torch.all(mem.values.grad[:4] == 0) and mem.values.grad[4:6].abs().sum() > 0
+    assert torch.all(mem.proj.weight.grad == 0)  # P is shared: it trains in task 0 only
+    mem.set_task(9)  # past the last partition: everything is read, nothing trains
+    mem.zero_grad()
+    mem(q).tokens.sum().backward()
+    assert mem.keys.grad.abs().sum() == 0 and mem.values.grad.abs().sum() == 0
+    assert "task" in mem.state_dict()
+    with pytest.raises(ValueError, match="divide memory_size"):
+        _memory(memory_size=8, partitions=3)

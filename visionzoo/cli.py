@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 import time
 import types
@@ -33,6 +34,9 @@ def parse_pretrained(value: str) -> bool | str:
     return value
 
 
+SCIENTIFIC = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
 def parse_kv(items: list[str] | None) -> dict[str, Any]:
     """``["depth=2", "img_size=32"]`` -> ``{"depth": 2, "img_size": 32}`` (values read as YAML)."""
     out: dict[str, Any] = {}
@@ -40,7 +44,10 @@ def parse_kv(items: list[str] | None) -> dict[str, Any]:
         if "=" not in item:
             raise argparse.ArgumentTypeError(f"expected key=value, got {item!r}")
         key, val = item.split("=", 1)
-        out[key.strip().replace("-", "_")] = yaml.safe_load(val)
+        value = yaml.safe_load(val)
+        if isinstance(value, str) and SCIENTIFIC.fullmatch(value.strip()):
+            value = float(value)  # YAML 1.1 reads "1e-3" (no dot) as a string; a user means the number
+        out[key.strip().replace("-", "_")] = value
     return out
 
 

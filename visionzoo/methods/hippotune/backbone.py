@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from ...backbones import create_timm_backbone, preprocessing_from_timm
 from ...errors import CheckpointError, VisionZooError
+from .lda import StreamingLDA
 
 
 def is_timm_vit(name: str) -> bool:
@@ -64,6 +65,9 @@ def load_backbone_state(vit: nn.Module, state: dict[str, Tensor], wrapped_blocks
     load_state_into(vit, full, "full", where="backbone weights")
 
 
+CLASSIFIERS = ("head", "lda")
+
+
 class FrozenViTLearner(nn.Module):
     """Base of the continual learners: a frozen timm ViT plus class-order/seen-class buffers.
 
@@ -72,12 +76,18 @@ class FrozenViTLearner(nn.Module):
         num_classes: classes of the whole run (the head/prototypes cover all; unseen ones are masked).
         backbone_pretrained: backbone weights (``False``, ``True`` = timm's default, path, hf-hub, URL).
         class_names: names in the run's class order.
+        classifier: ``"head"`` (the model's own classifier) or ``"lda"``: in eval, a streaming shared-
+            covariance LDA over the features (:class:`~.lda.StreamingLDA`, filled by the learner after each task).
+        lda_shrinkage: shrinkage of the LDA covariance towards a scaled identity.
         timm_kwargs: passed to ``timm.create_model`` (e.g. ``img_size=32, depth=2`` in tests).
     """
 
     def __init__(self, backbone: str, num_classes: int = 100, backbone_pretrained: bool | str = False,
-                 class_names: list[str] | None = None, **timm_kwargs: Any):
+                 class_names: list[str] | None = None, *, classifier: str = "head", lda_shrinkage: float = 1e-3,
+                 **timm_kwargs: Any):
         super().__init__()
+        if classifier not in CLASSIFIERS:
+            raise VisionZooError(f"classifier must be one of {CLASSIFIERS}, got {classifier!r}")
         vit, source = create_timm_backbone(backbone, backbone_pretrained, num_classes=0, **timm_kwargs)
         if not hasattr(vit, "blocks") or not hasattr(vit, "patch_embed") or not hasattr(vit, "_pos_embed"):
             raise VisionZooError(f"{backbone} is a {type(vit).__name__}, not a timm VisionTransformer; the "
@@ -93,6 +103,8 @@ class FrozenViTLearner(nn.Module):
         self.backbone_info = {"name": backbone, "source": source, "timm_kwargs": timm_kwargs}
         self.pretrained_cfg = preprocessing_from_timm(vit)
         self.class_names = class_names
+        self.classifier = classifier
+        self.lda = StreamingLDA(self.embed_dim, num_classes, lda_shrinkage) if classifier == "lda" else None
 
     @property
     def depth(self) -> int:
@@ -116,6 +128,13 @@ class FrozenViTLearner(nn.Module):
     def embed(self, x: Tensor) -> Tensor:
         """What the classifier head reads: ``[B, 3, H, W]`` -> ``[B, d]`` (default: :meth:`features`)."""
         return self.features(x)
+
+    def eval_logits(self, features: Tensor, logits: Tensor) -> Tensor:
+        """Prediction in eval mode: the LDA's logits once it has statistics (``classifier="lda"``), else
+        ``logits`` (the model's own classifier). ``features`` ``[B, d]`` is what :meth:`embed` returns."""
+        if self.lda is not None and self.lda.fitted:
+            return self.lda(features)
+        return logits
 
     def mask_unseen(self, logits: Tensor) -> Tensor:
         """``[B, C]`` -> unseen classes (labels >= num_seen) set to −inf (no task id is used)."""

@@ -46,8 +46,9 @@ class SimpleCILViT(FrozenViTLearner):
 
     def forward(self, x: Tensor, return_aux: bool = False):
         """``x`` ``[B, 3, H, W]`` -> cosine similarities ``[B, C]`` (classes not seen yet at −inf)."""
-        logits = F.normalize(self.features(x), dim=-1) @ F.normalize(self.prototypes, dim=-1).t()
-        logits = self.mask_unseen(logits)
+        feats = self.features(x)
+        logits = F.normalize(feats, dim=-1) @ F.normalize(self.prototypes, dim=-1).t()
+        logits = self.mask_unseen(self.eval_logits(feats, logits))
         return (logits, {}) if return_aux else logits
 
 
@@ -61,9 +62,10 @@ class LinearHeadViT(FrozenViTLearner):
         self.head = ClassifierHead(self.embed_dim, num_classes, head, head_scale)
 
     def forward(self, x: Tensor, return_aux: bool = False):
-        logits = self.head(self.embed(x))
+        feats = self.embed(x)
+        logits = self.head(feats)
         if not self.training:
-            logits = self.mask_unseen(logits)
+            logits = self.mask_unseen(self.eval_logits(feats, logits))
         return (logits, {}) if return_aux else logits
 
 
@@ -126,7 +128,7 @@ class L2PViT(FrozenViTLearner):
         feats, sim, idx = self.prompted(x)
         logits = self.head(feats)
         if not self.training:
-            logits = self.mask_unseen(logits)
+            logits = self.mask_unseen(self.eval_logits(feats, logits))
         if not return_aux:
             return logits
         pull = (1.0 - sim.gather(1, idx)).sum(dim=1).mean()

@@ -28,6 +28,7 @@ class HippoTuneModelConfig:
     value_init_std: float = 1.0  # initial values ~ N(0, std²) (0: a shared null token at first)
     head: str = "cosine"        # classifier: "cosine" (s · cos) or "linear"
     head_scale: float = 16.0    # s of the cosine head
+    memory_partitions: int = 0  # per-task memory partitions (0 = one memory shared by all tasks)
 
 
 @dataclass
@@ -76,6 +77,10 @@ class ContinualConfig:
         "choices": ["trained", "prototype"],
         "help": "rows of a task's classes after its training: as trained, or re-anchored at their class means "
                 "under the trained model (prototype)"})
+    classifier: str | None = field(default=None, metadata={
+        "choices": ["head", "lda"],
+        "help": "prediction: the model's own classifier (head), or a streaming shared-covariance LDA over its "
+                "features, updated after each task without keeping images (lda; default: the model's choice)"})
     head_init: str = field(default="prototype", metadata={
         "choices": ["prototype", "random"],
         "help": "rows of a new task's classes: their class means under the current model (prototype) or as built"})

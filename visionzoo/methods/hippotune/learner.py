@@ -22,6 +22,7 @@ import json
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,10 @@ class ContinualTask(Task):
             model = create_model(arch, pretrained=pretrained)
             self.check_checkpoint(model, str(pretrained))
             return model
-        kwargs: dict[str, Any] = {"num_classes": p.num_classes, **self.model_kwargs(cfg), **(args.model_args or {})}
+        kwargs: dict[str, Any] = {"num_classes": p.num_classes, **self.model_kwargs(cfg)}
+        if getattr(cfg, "classifier", None):
+            kwargs["classifier"] = cfg.classifier
+        kwargs.update(args.model_args or {})
         if pretrained is not True:
             kwargs.setdefault("backbone_pretrained", parse_weights_flag(cfg.backbone_pretrained))
         model = create_model(arch, pretrained=pretrained is True, **kwargs)
@@ -184,19 +188,22 @@ class ContinualTask(Task):
         self.stage = stage
         self.label_range = (0, b[-1]) if self.joint else (b[stage], b[stage + 1])
         self.model.num_seen.fill_(self.label_range[1])
+        if hasattr(self.model, "set_task"):
+            self.model.set_task(stage)
 
     def param_groups(self, model: nn.Module, args: argparse.Namespace) -> list[dict[str, Any]]:
         # The head is never weight-decayed: rows of classes outside the current task get no gradient,
         # and decoupled decay would still shrink them, erasing old classes.
         scale = getattr(self.cfg, "head_lr_scale", 1.0)
         head, decay, no_decay = [], [], []
+        skip = model.no_weight_decay() if hasattr(model, "no_weight_decay") else set()  # timm's convention
         for name, p in model.named_parameters():
             if not p.requires_grad:
                 continue
             if name.startswith("head."):
                 head.append(p)
             else:
-                (decay if p.ndim > 1 else no_decay).append(p)
+                (decay if p.ndim > 1 and name not in skip else no_decay).append(p)
         body = args.lr * getattr(self.cfg, "adapter_lr_scale", 1.0)
         groups = [{"params": decay, "lr": body}, {"params": no_decay, "weight_decay": 0.0, "lr": body},
                   {"params": head, "weight_decay": 0.0, "lr": args.lr * scale}]
@@ -297,7 +304,8 @@ class ContinualTask(Task):
         cfg = self.cfg
         if cfg.head_init == "prototype" and resume is None:
             self.init_head_rows(args)
-        refresh = cfg.head_final == "prototype"
+        lda = getattr(self.model, "lda", None)
+        refresh = cfg.head_final == "prototype" or lda is not None
         self.defer_eval = refresh and not cfg.eval_each_epoch
         try:
             res = fit(self, self.stage_args(args, stage_dir, resume))
@@ -305,11 +313,37 @@ class ContinualTask(Task):
             self.defer_eval = False
         if not refresh:
             return res["metrics"]
-        self.init_head_rows(args)
+        if cfg.head_final == "prototype":
+            self.init_head_rows(args)
+        if lda is not None:
+            self.update_lda(args)
         metrics = evaluate_now(self, args, self.build(args, training=False).eval_set)
         save_pretrained(self.model, stage_dir / "final", extra={"steps": res["steps"], **metrics})
         (stage_dir / "stage_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
         return metrics
+
+    @torch.no_grad()
+    def stage_features(self, args: argparse.Namespace) -> Iterator[tuple[Tensor, Tensor]]:
+        """``(features [B, d], labels [B])`` of the current task's training images: what the head reads
+        under the current model, with eval preprocessing (the current task's data only)."""
+        model = self.model
+        items = SeededItems(self.stage_train_set(), create_transforms(model, training=False), args.seed)
+        loader = DataLoader(items, batch_size=args.batch_size, shuffle=False, num_workers=args.workers)
+        device = next(model.buffers()).device
+        was_training = model.training
+        model.eval()
+        try:
+            for batch in loader:
+                images, labels = batch[0].to(device), batch[1].to(device)
+                yield model.embed(images).float(), labels
+        finally:
+            model.train(was_training)
+
+    @torch.no_grad()
+    def update_lda(self, args: argparse.Namespace) -> None:
+        """Add the current task's features to the model's streaming LDA (``--classifier lda``)."""
+        for feats, labels in self.stage_features(args):
+            self.model.lda.update(feats, labels)
 
     @torch.no_grad()
     def init_head_rows(self, args: argparse.Namespace) -> None:
@@ -319,20 +353,13 @@ class ContinualTask(Task):
         head = getattr(model, "head", None)
         if head is None or not hasattr(head, "init_rows"):
             return
-        raw = self.stage_train_set()
-        items = SeededItems(raw, create_transforms(model, training=False), args.seed)
-        loader = DataLoader(items, batch_size=args.batch_size, shuffle=False, num_workers=args.workers)
         device = next(model.buffers()).device
         lo, hi = self.label_range
         sums = torch.zeros(hi - lo, model.embed_dim, device=device)
         counts = torch.zeros(hi - lo, device=device)
-        was_training = model.training
-        model.eval()
-        for batch in loader:
-            images, labels = batch[0].to(device), batch[1].to(device) - lo
-            sums.index_add_(0, labels, model.embed(images).float())
-            counts.index_add_(0, labels, torch.ones_like(labels, dtype=counts.dtype))
-        model.train(was_training)
+        for feats, labels in self.stage_features(args):
+            sums.index_add_(0, labels - lo, feats)
+            counts.index_add_(0, labels - lo, torch.ones_like(labels, dtype=counts.dtype))
         head.init_rows(torch.arange(lo, hi, device=device), sums / counts.clamp_min(1.0)[:, None])
 
     def fit_training_free(self, args: argparse.Namespace, stage_dir: Path) -> dict[str, float]:

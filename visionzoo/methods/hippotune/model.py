@@ -40,32 +40,48 @@ class HippoTuneViT(FrozenViTLearner):
                  t_max: int = 4, temperature: float = 0.1, top_k: int = 4, alpha: float = 0.5,
                  eps: float = 1e-3, grad_steps: int = 2, query: str = "cls", spectral_norm: bool = False,
                  value_init_std: float = 1.0, head: str = "cosine", head_scale: float = 16.0,
-                 class_names: list[str] | None = None, **timm_kwargs: Any):
+                 memory_partitions: int = 0, class_names: list[str] | None = None, **timm_kwargs: Any):
         super().__init__(backbone, num_classes, backbone_pretrained, class_names, **timm_kwargs)
         blocks = default_adapted_blocks(self.depth) if adapt_blocks is None else adapt_blocks
         blocks = check_block_indices(list(blocks), self.depth, backbone)
         self.config = HippoTuneModelConfig(
             adapt_blocks=blocks, memory_size=memory_size, value_dim=value_dim, t_max=t_max,
             temperature=temperature, top_k=top_k, alpha=alpha, eps=eps, grad_steps=grad_steps, query=query,
-            spectral_norm=spectral_norm, value_init_std=value_init_std, head=head, head_scale=head_scale)
+            spectral_norm=spectral_norm, value_init_std=value_init_std, head=head, head_scale=head_scale,
+            memory_partitions=memory_partitions)
         prefix = int(getattr(self.vit, "num_prefix_tokens", 1))
         for i in blocks:  # replace the container entry by a wrapper holding the original block
             memory = IterativeRetrieval(self.embed_dim, memory_size, value_dim or None, t_max, temperature, top_k,
-                                        alpha, eps, grad_steps, spectral_norm, value_init_std)
+                                        alpha, eps, grad_steps, spectral_norm, value_init_std, memory_partitions)
             self.vit.blocks[i] = RetrievalBlock(self.vit.blocks[i], memory, prefix, query)  # type: ignore[assignment]
         self.head = ClassifierHead(self.embed_dim, num_classes, head, head_scale)
 
     def retrieval_blocks(self) -> list[RetrievalBlock]:
         return [b for b in self.vit.blocks if isinstance(b, RetrievalBlock)]
 
+    def set_task(self, task: int) -> None:
+        """The class-incremental learner calls this when task ``task`` (0-based) begins; with
+        ``memory_partitions`` it decides which memory partitions are read and which one trains."""
+        for b in self.retrieval_blocks():
+            b.retrieval.set_task(task)
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names the optimizer must not decay: with memory partitions, decoupled weight decay
+        would still shrink the frozen partitions and ``P`` (their gradient is 0, their decay is not)."""
+        if not self.config.memory_partitions:
+            return set()
+        frozen = ("retrieval.keys", "retrieval.values", "retrieval.proj.weight", "retrieval.proj.parametrizations.weight.original")
+        return {name for name, _ in self.named_parameters() if name.endswith(frozen)}
+
     def trainable_modules(self) -> list[nn.Module]:
         return [b.retrieval for b in self.retrieval_blocks()]
 
     def forward(self, x: Tensor, return_aux: bool = False):
         """``x`` ``[B, 3, H, W]`` normalised -> logits ``[B, C]`` (and the auxiliary terms)."""
-        logits = self.head(self.embed(x))
+        feats = self.embed(x)
+        logits = self.head(feats)
         if not self.training:
-            logits = self.mask_unseen(logits)
+            logits = self.mask_unseen(self.eval_logits(feats, logits))
         if not return_aux:
             return logits
         return logits, self.aux_terms()

@@ -18,6 +18,14 @@ so an absolute ε would drift during training), and truncated backprop: the loop
 a graph (which also decides the stopping step), then the last ``grad_steps`` transitions are re-run
 with a graph; earlier steps still pass gradients to ``K`` and ``V`` through ``S^t(q^t)V`` with a
 detached ``q^t``.
+
+Memory partitions (``partitions = P > 0``, our stability choice; the paper says nothing about how
+memories are shared across tasks): the ``M`` slots are split into ``P`` equal partitions. While task
+``t`` trains, the loop reads partitions ``0..t`` and only partition ``t`` (and, in task 0 only, ``P``)
+receives gradients; older partitions are frozen, as CODA-Prompt freezes the prompt components of
+earlier tasks. From task ``P`` on the memory is frozen entirely (``P = 1``: adapt in the first task,
+then only the head learns). With a shared memory (``P = 0``) every task rewrites every slot, and the
+keys and values old classes relied on drift (measured: docs/hippotune.md).
 """
 
 from __future__ import annotations
@@ -64,11 +72,14 @@ class IterativeRetrieval(nn.Module):
         grad_steps: loop transitions that backprop goes through (truncated backprop).
         spectral_norm: spectral normalisation of ``P`` (keeps the feedback map contractive).
         value_init_std: std of the initial values (0: every retrieved token starts as the same null token).
+        partitions: split the slots into this many per-task partitions (0 = one memory shared by all tasks);
+            see the module docstring. The current task is the buffer ``task`` (set by :meth:`set_task`).
     """
 
     def __init__(self, dim: int, memory_size: int = 32, value_dim: int | None = None, t_max: int = 4,
                  temperature: float = 0.1, top_k: int = 0, alpha: float = 0.5, eps: float = 1e-3,
-                 grad_steps: int = 2, spectral_norm: bool = False, value_init_std: float = 1.0):
+                 grad_steps: int = 2, spectral_norm: bool = False, value_init_std: float = 1.0,
+                 partitions: int = 0):
         super().__init__()
         if memory_size < 1 or t_max < 1 or grad_steps < 1:
             raise ValueError(f"memory_size, t_max and grad_steps must be >= 1, got {memory_size}, {t_max}, "
@@ -76,6 +87,8 @@ class IterativeRetrieval(nn.Module):
         if temperature <= 0 or not 0.0 <= alpha <= 1.0 or eps < 0 or top_k < 0:
             raise ValueError(f"need temperature > 0, 0 <= alpha <= 1, eps >= 0, top_k >= 0; got {temperature}, "
                              f"{alpha}, {eps}, {top_k}")
+        if partitions < 0 or (partitions and memory_size % partitions):
+            raise ValueError(f"partitions must be 0 or divide memory_size={memory_size}, got {partitions}")
         value_dim = value_dim or dim
         self.dim, self.memory_size, self.value_dim = dim, memory_size, value_dim
         self.t_max, self.temperature, self.top_k = t_max, temperature, top_k
@@ -85,7 +98,47 @@ class IterativeRetrieval(nn.Module):
         self.values = nn.Parameter(torch.empty(memory_size, value_dim))
         proj = nn.Linear(value_dim, dim, bias=False)
         self.proj = nn.utils.parametrizations.spectral_norm(proj) if spectral_norm else proj
+        self.partitions = partitions
+        if partitions:  # persistent: a checkpoint after task t reads exactly the partitions it trained
+            self.register_buffer("task", torch.zeros((), dtype=torch.long))
+            self.keys.register_hook(self._freeze_rows)
+            self.values.register_hook(self._freeze_rows)
+            proj_weight = self.proj.parametrizations.weight.original if spectral_norm else self.proj.weight
+            proj_weight.register_hook(self._freeze_shared)
         self.reset_parameters()
+
+    # ------------------------------------------------------------------ partitions
+    def set_task(self, task: int) -> None:
+        """Make ``task`` (0-based) current: which partitions the loop reads and which one trains."""
+        if self.partitions:
+            self.task.fill_(int(task))
+
+    def _slots(self, upto: int) -> int:
+        return min(upto, self.partitions) * (self.memory_size // self.partitions)
+
+    @property
+    def active_slots(self) -> int:
+        """Slots the loop reads: partitions ``0..task`` (all ``M`` without partitions)."""
+        return self._slots(int(self.task) + 1) if self.partitions else self.memory_size
+
+    @property
+    def frozen_slots(self) -> int:
+        """Leading slots that receive no gradient: the partitions of earlier tasks."""
+        return self._slots(int(self.task)) if self.partitions else 0
+
+    def _freeze_shared(self, grad: Tensor) -> Tensor:
+        """Gradient hook of ``P``, shared by all partitions: it trains in the first task only."""
+        return torch.zeros_like(grad) if int(self.task) > 0 else grad
+
+    def _freeze_rows(self, grad: Tensor) -> Tensor:
+        """Gradient hook of ``K`` and ``V``: rows of frozen slots get 0. (Adam's step on a gradient that has
+        always been 0 is 0, and the engine builds a fresh optimizer for every task.)"""
+        frozen = self.frozen_slots
+        if frozen == 0:
+            return grad
+        grad = grad.clone()
+        grad[:frozen] = 0
+        return grad
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -106,7 +159,11 @@ class IterativeRetrieval(nn.Module):
     def attend(self, query: Tensor) -> Tensor:
         """``[B, d]`` query -> ``[B, M]`` retrieval weights ``S``."""
         logits = F.normalize(query, dim=-1) @ F.normalize(self.keys, dim=-1).t() / self.temperature
-        if 0 < self.top_k < self.memory_size:
+        active = self.active_slots
+        if active < self.memory_size:  # partitions of later tasks do not exist yet
+            logits = logits.clone()
+            logits[:, active:] = float("-inf")
+        if 0 < self.top_k < active:
             kth = logits.topk(self.top_k, dim=-1).values[:, -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         return logits.softmax(dim=-1)
@@ -158,14 +215,14 @@ class IterativeRetrieval(nn.Module):
     def orthogonality_loss(self) -> Tensor:
         """``‖K̂K̂ᵀ − I‖²_F`` over the unit-norm keys ``K̂`` (the keys are compared by cosine, so only
         their directions matter; ``KᵀK = I`` in the spec's notation, with keys as rows)."""
-        k = F.normalize(self.keys, dim=-1)
+        k = F.normalize(self.keys[: self.active_slots], dim=-1)
         gram = k @ k.t()
-        return (gram - torch.eye(self.memory_size, device=k.device, dtype=k.dtype)).pow(2).sum()
+        return (gram - torch.eye(k.shape[0], device=k.device, dtype=k.dtype)).pow(2).sum()
 
     def extra_repr(self) -> str:
         return (f"M={self.memory_size}, d={self.dim}, d_v={self.value_dim}, T_max={self.t_max}, "
                 f"tau={self.temperature}, top_k={self.top_k}, alpha={self.alpha}, eps={self.eps}, "
-                f"grad_steps={self.grad_steps}")
+                f"grad_steps={self.grad_steps}" + (f", partitions={self.partitions}" if self.partitions else ""))
 
 
 def retrieval_entropy(weights: Tensor, valid: Tensor) -> Tensor:

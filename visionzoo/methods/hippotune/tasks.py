@@ -41,6 +41,10 @@ EPILOG = ("Class-incremental protocol: one engine fit per task under <output-dir
 class HippoTuneTaskConfig(ContinualConfig):
     adapt_blocks: list[int] | None = field(default=None, metadata={
         "help": "indices of the blocks to adapt (default: the first round(7/12 * depth), the paper's 1-7 of 12)"})
+    memory_partitions: int | None = field(default=None, metadata={
+        "help": "split each layer's memory into this many per-task partitions: task t trains partition t, "
+                "earlier ones are frozen, from task P on the memory is frozen (0 = one memory shared by all tasks; "
+                "default: the model's)"})
     lambda_orth: float = field(default=1e-3, metadata={"help": "weight of Σ_l ‖K̂K̂ᵀ − I‖²_F"})
     lambda_ent: float = field(default=1e-2, metadata={"help": "weight of the mean retrieval entropy"})
     head_final: str = field(default="prototype", metadata={
@@ -66,8 +70,13 @@ class _Trained(ContinualTask):
                 "pull": getattr(cfg, "pull_coeff", 0.0)}
 
     def model_kwargs(self, cfg: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         blocks = getattr(cfg, "adapt_blocks", None)
-        return {"adapt_blocks": list(blocks)} if blocks else {}
+        if blocks:
+            out["adapt_blocks"] = list(blocks)
+        if getattr(cfg, "memory_partitions", None) is not None:
+            out["memory_partitions"] = cfg.memory_partitions
+        return out
 
 
 @register_task
@@ -132,7 +141,10 @@ class SimpleCILTask(ContinualTask):
         with torch.inference_mode():
             for batch in loader:
                 images, labels = batch[0].to(device), batch[1].to(device)
-                model.add_features(model.features(images), labels)
+                feats = model.features(images)
+                model.add_features(feats, labels)
+                if model.lda is not None:
+                    model.lda.update(feats, labels)
         metrics = evaluate_now(self, args, self.build(args, training=False).eval_set)
         save_pretrained(model, stage_dir / "final", extra={"classes_seen": int(model.num_seen), **metrics})
         return metrics
