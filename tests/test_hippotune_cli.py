@@ -122,10 +122,12 @@ def test_demo_quick_with_a_toy_backbone(tmp_path):
     from visionzoo.methods.hippotune.demo import run_demo
 
     res = run_demo(tmp_path, quick=True, backbone_pretrained="false", model_args=TINY_VIT_ARGS, image_size=32)
-    assert [r["what"].split(",")[0] for r in res["rows"]] == ["hippotune", "simplecil", "l2p"]
+    labels = ["hippotune", "hippotune + LDA", "simplecil", "simplecil + LDA", "l2p"]
+    assert [r["what"].split(",")[0] for r in res["rows"]] == labels
     assert all(0 <= r["Acc"] <= 100 for r in res["rows"])
     assert Path(res["figure"]).stat().st_size > 0 and (tmp_path / "comparison.md").exists()
-    assert set(res["commands"]) == {"hippotune", "simplecil", "l2p"}
+    assert set(res["commands"]) == set(labels) and "--classifier lda" in res["commands"]["simplecil + LDA"]
+    assert (tmp_path / "simplecil_LDA" / "results.json").exists()
 
 
 def test_head_rows_start_at_the_class_means_of_the_current_task(tmp_path):

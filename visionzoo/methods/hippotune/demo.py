@@ -1,6 +1,7 @@
 """``make demo`` step for HippoTune: a short class-incremental run on PartWorld's 100 downstream
 classes (10 tasks, seed-1993 class order) with the shipped tiny ViT, HippoTune against SimpleCIL and
-the L2P prompt pool in the same harness; accuracy curves in ``accuracy_curves.png``, the table in
+the L2P prompt pool in the same harness, and HippoTune and SimpleCIL once more with the streaming LDA
+classifier; accuracy curves in ``accuracy_curves.png``, the table in
 ``comparison.md``, each run's accuracy matrix in its own folder.
 """
 
@@ -11,13 +12,16 @@ from typing import Any
 
 from ...backbones.partworld import VIT_TINY_PARTWORLD_FILE
 from .report import load_result, write_comparison
-from .suite import LR, as_command_line
+from .suite import LDA, LR, as_command_line, run_name
 
-# (task, model, task-specific flags); the learning rates of docs/hippotune.md (suite.LR)
-METHODS: tuple[tuple[str, str, list[str]], ...] = (
-    ("hippotune", "hippotune_vit_tiny_partworld", LR["hippotune"]),
-    ("simplecil", "simplecil_vit_tiny_partworld", []),
-    ("l2p", "l2p_vit_tiny_partworld", LR["l2p"]),
+# (label, task, model, task-specific flags); the learning rates of docs/hippotune.md (suite.LR). The LDA
+# rows show what the classifier alone is worth: the same streaming LDA on HippoTune's and on frozen features.
+METHODS: tuple[tuple[str, str, str, list[str]], ...] = (
+    ("hippotune", "hippotune", "hippotune_vit_tiny_partworld", LR["hippotune"]),
+    ("hippotune + LDA", "hippotune", "hippotune_vit_tiny_partworld", [*LR["hippotune"], *LDA]),
+    ("simplecil", "simplecil", "simplecil_vit_tiny_partworld", []),
+    ("simplecil + LDA", "simplecil", "simplecil_vit_tiny_partworld", LDA),
+    ("l2p", "l2p", "l2p_vit_tiny_partworld", LR["l2p"]),
 )
 
 
@@ -30,7 +34,7 @@ def demo_settings(quick: bool) -> dict[str, str]:
 
 def run_demo(out_dir: Path, quick: bool = False, *, backbone_pretrained: str = "true",
              model_args: list[str] | None = None, image_size: int = 64) -> dict[str, Any]:
-    """Run the three methods; returns ``{"rows": [...], "outputs": ..., "figure": ..., "commands": ...}``.
+    """Run the five methods; returns ``{"rows": [...], "outputs": ..., "figure": ..., "commands": ...}``.
 
     ``backbone_pretrained``/``model_args``/``image_size`` exist for tests (a toy random ViT).
     """
@@ -43,11 +47,11 @@ def run_demo(out_dir: Path, quick: bool = False, *, backbone_pretrained: str = "
                 "outputs": str(out_dir)}
     s = demo_settings(quick)
     results, commands = [], {}
-    for task, model, extra in METHODS:
+    for label, task, model, extra in METHODS:
         argv = [task, "--model", model, "--dataset", "partworld", "--tasks", "10",
                 "--train-per-class", s["train"], "--test-per-class", s["test"], "--epochs", s["epochs"],
                 "--batch-size", "32", "--weight-decay", "0", "--backbone-pretrained", backbone_pretrained,
-                *extra, "--quiet", "--output-dir", str(out_dir / task)]
+                *extra, "--quiet", "--output-dir", str(out_dir / run_name(label))]
         if model_args:
             argv += ["--model-args", *model_args]
         if image_size != 64:
@@ -56,15 +60,16 @@ def run_demo(out_dir: Path, quick: bool = False, *, backbone_pretrained: str = "
             code = train_main(argv)
         if code:
             raise SystemExit(code)
-        results.append(load_result(out_dir / task))
-        commands[task] = "python train.py " + " ".join(argv)
+        results.append(load_result(out_dir / run_name(label)))
+        commands[label] = "python train.py " + " ".join(argv)
     title = f"PartWorld downstream, 10 tasks, tiny ViT ({s['train']} train img/class, {s['epochs']} epoch(s))"
-    summary = write_comparison(results, out_dir, title)
-    rows = [{"step": "hippotune", "what": f"{r['method']}, PartWorld downstream, 10 tasks",
+    labels = [m[0] for m in METHODS]
+    summary = write_comparison(results, out_dir, title, labels)
+    rows = [{"step": "hippotune", "what": f"{label}, PartWorld downstream, 10 tasks",
              "Acc": round(r["metrics"]["acc"], 2),
              "AAA": None if r["metrics"]["aaa"] is None else round(r["metrics"]["aaa"], 2),
              "forgetting": None if r["metrics"]["forgetting"] is None else round(r["metrics"]["forgetting"], 2)}
-            for r in results]
+            for label, r in zip(labels, results, strict=True)]
     print(f"   hippotune: table {out_dir / 'comparison.md'}, curves {out_dir / 'accuracy_curves.png'}")
     return {"rows": rows, "outputs": str(out_dir), "figure": str(out_dir / "accuracy_curves.png"),
             "commands": commands, "comparison": summary["rows"]}

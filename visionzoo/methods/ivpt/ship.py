@@ -1,13 +1,17 @@
 """Train, measure and ship the tiny IVPT and VPT-Deep checkpoints (the project's recipe).
 
-    python -m visionzoo.methods.ivpt.ship [--out runs/ivpt-ship] [--dry-run]
+    python -m visionzoo.methods.ivpt.ship [--backbone vit_tiny_partworld] [--backbone-weights true|FILE]
+                                          [--out runs/ivpt-ship] [--dry-run]
 
-On the shipped backbone ``models/vit_tiny_partworld.safetensors`` and PartWorld downstream
-classes: ``train.py ivpt`` and ``train.py vpt`` with the same data, epochs and batch size, then one
-``eval.py ivpt`` run scoring both (accuracy, consistency, stability) with 4 part-map figures. With
-``--ship`` the two ``final`` checkpoints are copied to ``models/ivpt_vit_tiny_partworld/`` and
-``models/vpt_deep_vit_tiny_partworld/``, their model cards are written with the measured numbers and
-the commands, and a figure is copied to ``docs/ivpt_parts_tiny.png``.
+On a tiny backbone (``--backbone``, a timm ViT; ``--backbone-weights true`` = its shipped weights,
+``models/vit_tiny_partworld.safetensors`` by default, or a timm safetensors file such as a
+``train.py pretrain --objective dino`` export) and PartWorld downstream classes: ``train.py ivpt``
+and ``train.py vpt`` with the same data, epochs and batch size, then one ``eval.py ivpt`` run
+scoring both (accuracy, consistency, stability) with 4 part-map figures. With ``--ship`` (shipped
+backbone weights only) the two ``final`` checkpoints are copied to ``models/ivpt_<backbone>/`` and
+``models/vpt_deep_<backbone>/``, their model cards are written with the measured numbers and the
+commands, and a figure is copied to ``docs/ivpt_parts_tiny.png`` (``docs/ivpt_parts_<backbone>.png``
+for another backbone).
 """
 
 from __future__ import annotations
@@ -37,15 +41,15 @@ def commands(args: argparse.Namespace) -> dict[str, list[str]]:
               "--eval-every", str(args.epochs), "--warmup-epochs", "1", "--weight-decay", "0",
               "--schedule", args.schedule, "--step-epochs", str(args.step_epochs), "--step-gamma", str(args.step_gamma)]
     out = Path(args.out)
-    backbone = ["backbone_pretrained=true", f"img_size={size}"]
-    ivpt = ["ivpt", "--model", "ivpt_vit_tiny_partworld", "--model-args", *backbone, f"n_pro={args.n_pro}",
+    backbone = [f"backbone_pretrained={args.backbone_weights}", f"img_size={size}"]
+    ivpt = ["ivpt", "--model", f"ivpt_{args.backbone}", "--model-args", *backbone, f"n_pro={args.n_pro}",
             f"center_features={str(args.center_features).lower()}", *data, *common, "--lr", str(args.lr),
             "--proto-lr-mult", str(args.proto_lr_mult), "--presence-pool", str(args.presence_pool),
             "--proto-init", args.proto_init, *shlex.split(args.ivpt_args), "--output-dir", str(out / "ivpt")]
-    vpt = ["vpt", "--model", "vpt_deep_vit_tiny_partworld", "--model-args", *backbone,
+    vpt = ["vpt", "--model", f"vpt_deep_{args.backbone}", "--model-args", *backbone,
            f"num_prompts={args.num_prompts or _headline_prototypes(args.n_pro)}", *data, *common, "--lr", str(args.vpt_lr),
            "--proto-lr-mult", "1", "--output-dir", str(out / "vpt")]
-    ev = ["ivpt", "--model", "ivpt_vit_tiny_partworld", "--pretrained", str(out / "ivpt" / "final"),
+    ev = ["ivpt", "--model", f"ivpt_{args.backbone}", "--pretrained", str(out / "ivpt" / "final"),
           "--vpt-checkpoint", str(out / "vpt" / "final"), "--dataset", "partworld", "--dataset-args", classes,
           f"images_per_class={args.test_per_class}", "--batch-size", "64", "--visualize", "4",
           "--ivpt-maps", args.ivpt_maps, "--output-dir", str(out / "eval")]
@@ -63,7 +67,7 @@ def _shell(script: str, argv: list[str]) -> str:
 
 
 def _card(arch: str, tag: str, folder: Path, config: dict[str, Any], recipe: str, metrics: dict[str, Any],
-          note: str) -> str:
+          note: str, backbone: str = "vit_tiny_partworld") -> str:
     from ...hub import sha256_file
 
     args = dict(config["model_args"])
@@ -73,10 +77,10 @@ def _card(arch: str, tag: str, folder: Path, config: dict[str, Any], recipe: str
         "weights": {"source": folder.name, "sha256": sha256_file(folder / "model.safetensors"),
                     "format": "safetensors"},
         "checkpoint_folder": "save_pretrained: config.json + model.safetensors (the trained adapter only; the frozen "
-                             "backbone is rebuilt from models/vit_tiny_partworld.safetensors)",
+                             f"backbone is rebuilt from models/{backbone}.safetensors)",
         "model_args": args, "preprocessing": config["preprocessing"],
         "trained_on": ["partworld downstream classes (train split), style clean"],
-        "backbone": "vit_tiny_partworld (models/vit_tiny_partworld.safetensors, frozen)",
+        "backbone": f"{backbone} (models/{backbone}.safetensors, frozen)",
         "recipe": recipe, "metrics": metrics, "note": note, "license": "Apache-2.0",
     }
     return f"# {note}\n" + yaml.safe_dump(card, sort_keys=False, width=120)
@@ -95,15 +99,14 @@ def claim_verdict(rows: list[dict[str, Any]]) -> str:
             f"{base['stability']:.1f} (acc {base['acc1']:.1f}).")
 
 
-def ship(out: Path, cmds: dict[str, list[str]]) -> list[str]:
+def ship(out: Path, cmds: dict[str, list[str]], backbone: str = "vit_tiny_partworld") -> list[str]:
     """Copy checkpoints into ``models/``, write the cards and the docs figure; returns what was written."""
     from ...checkpoint import read_config
 
     res = json.loads((out / "eval" / "results.json").read_text())
     eval_cmd = _shell("eval.py", cmds["eval"])
     written = []
-    for method, arch, key in (("IVPT", "ivpt_vit_tiny_partworld", "train_ivpt"),
-                              ("VPT-Deep", "vpt_deep_vit_tiny_partworld", "train_vpt")):
+    for method, arch, key in (("IVPT", f"ivpt_{backbone}", "train_ivpt"), ("VPT-Deep", f"vpt_deep_{backbone}", "train_vpt")):
         target = MODELS_DIR / arch
         if target.exists():
             shutil.rmtree(target)
@@ -116,16 +119,17 @@ def ship(out: Path, cmds: dict[str, list[str]]) -> list[str]:
                 name = f"{k}_partworld_downstream_test" + (f"_{suffix}" if suffix and k != "acc1" else "")
                 metrics[name] = {"value": round(r[k], 2), "maps": r["maps"], "images": r["images"],
                                  "command": eval_cmd}
-        note = (f"{method} on the shipped tiny PartWorld ViT, {mine[0]['classes']} PartWorld downstream classes; "
+        note = (f"{method} on the shipped tiny PartWorld ViT {backbone}, {mine[0]['classes']} PartWorld downstream classes; "
                 "consistency/stability from PartWorld's ground-truth part keypoints (docs/ivpt.md). "
                 f"{claim_verdict(res['rows'])}")
         path = MODELS_DIR / f"{arch}.yaml"
         path.write_text(_card(arch, "partworld", target, read_config(target), _shell("train.py", cmds[key]),
-                              metrics, note))
+                              metrics, note, backbone))
         written += [str(target), str(path)]
     if res.get("figures"):
-        shutil.copy(res["figures"][min(1, len(res["figures"]) - 1)], REPO / "docs" / "ivpt_parts_tiny.png")
-        written.append(str(REPO / "docs" / "ivpt_parts_tiny.png"))
+        fig = REPO / "docs" / ("ivpt_parts_tiny.png" if backbone == "vit_tiny_partworld" else f"ivpt_parts_{backbone}.png")
+        shutil.copy(res["figures"][min(1, len(res["figures"]) - 1)], fig)
+        written.append(str(fig))
     return written
 
 
@@ -134,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m visionzoo.methods.ivpt.ship", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backbone", default="vit_tiny_partworld", help="timm ViT (architecture of the backbone)")
+    p.add_argument("--backbone-weights", default="true",
+                   help="'true' (the backbone's shipped weights) or a timm safetensors file, e.g. a "
+                        "`train.py pretrain --objective dino` export")
     p.add_argument("--out", default="runs/ivpt-ship")
     p.add_argument("--classes", default=str(list(range(60, 80))),
                    help="'downstream' (all 100) or a YAML list of world ids (default: the first 20 downstream)")
@@ -162,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ship", action="store_true", help="copy checkpoints to models/, write cards and docs figure")
     p.add_argument("--skip-train", action="store_true", help="reuse the trained runs in --out")
     args = p.parse_args(argv)
+    if args.ship and args.backbone_weights != "true":
+        p.error("--ship needs --backbone-weights true: a shipped checkpoint must rebuild its backbone from models/")
     cmds = commands(args)
     for name, argv_ in cmds.items():
         print(f"{name}: {_shell('eval.py' if name == 'eval' else 'train.py', argv_)}")
@@ -175,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print((Path(args.out) / "eval" / "results.md").read_text())
     if args.ship:
-        for w in ship(Path(args.out), cmds):
+        for w in ship(Path(args.out), cmds, args.backbone):
             print("wrote", w)
     return 0
 

@@ -14,10 +14,11 @@ from ...checkpoint import from_pretrained
 from .clip_model import OpenClip
 
 
-def export_backbone(checkpoint: str | os.PathLike, target: str | os.PathLike) -> Path:
+def export_backbone(checkpoint: str | os.PathLike, target: str | os.PathLike, dtype: torch.dtype | None = None) -> Path:
     """Export the backbone of a ``pretrain`` checkpoint; returns the written file or folder.
 
-    timm: ``target`` (``.safetensors`` added if missing) holds the timm state dict, fp32.
+    timm: ``target`` (``.safetensors`` added if missing) holds the timm state dict of ``model.net``
+    (for ``dino_*`` the EMA teacher, without head), fp32 unless ``dtype`` is given.
     open_clip: ``target/`` holds ``open_clip_config.json`` (model + preprocess config) and
     ``open_clip_model.safetensors`` in fp16 (half the size; loading casts back to fp32).
     """
@@ -35,7 +36,7 @@ def export_backbone(checkpoint: str | os.PathLike, target: str | os.PathLike) ->
         return target
     path = target if target.suffix else target.with_suffix(".safetensors")
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous() for k, v in model.net.state_dict().items()}
+    state = {k: v.detach().to(dtype or v.dtype).contiguous() for k, v in model.net.state_dict().items()}
     _save_atomic(state, path)
     return path
 

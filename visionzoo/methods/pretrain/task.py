@@ -4,6 +4,9 @@
   pretraining classes in the source style; the export is a timm state dict (safetensors).
 * open_clip backbones (``--model clip_tiny_partworld``): contrastive image–caption training on the
   same images; the export is an open_clip ``local-dir:`` folder (config + fp16 safetensors).
+* ``--objective dino`` (timm ViTs): self-supervised DINO self-distillation with multi-crop and an
+  iBOT-style masked-patch term (:mod:`.dino`), no labels used; the export is the EMA teacher
+  backbone (timm state dict, no head).
 
 ``eval.py pretrain`` measures the "before adaptation" rows on the *downstream* classes, per style:
 linear-probe accuracy for ViTs, zero-shot accuracy (single prompt and style-phrase ensemble) for CLIP.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +33,18 @@ from ...engine.data import SeededItems
 from ...engine.task import Task, TaskParts, register_task
 from ...factory import create_model, create_transforms
 from .clip_model import OpenClip, _is_open_clip
+from .dino import Dino
 from .export import export_backbone
+from .multicrop import MultiCrop
 from .probe import run_backbone_eval
 
 
 @dataclass
 class PretrainConfig:
+    objective: str = field(default="supervised", metadata={
+        "choices": ["supervised", "dino"],
+        "help": "ViT objective: supervised classification or self-supervised DINO (+ iBOT masked patches); "
+                "CLIP models are always contrastive"})
     images_per_class: int = field(default=300, metadata={"help": "PartWorld training images per pretraining class"})
     image_size: int = field(default=64, metadata={"help": "PartWorld image side in pixels"})
     label_smoothing: float = field(default=0.1, metadata={"help": "cross-entropy label smoothing (ViT)"})
@@ -43,6 +53,13 @@ class PretrainConfig:
         "help": "CLIP: probability of using the bare class prompt instead of the full caption"})
     export: str | None = field(default=None, metadata={
         "help": "also write the backbone here (timm: a .safetensors file; open_clip: a local-dir folder)"})
+    export_fp16: bool = field(default=False, metadata={"help": "timm export in fp16 (half the file size)"})
+    dino_local_crops: int = field(default=6, metadata={"help": "dino: local crops per image (besides 2 global)"})
+    dino_local_size: int = field(default=32, metadata={"help": "dino: local crop side in pixels"})
+    dino_out_dim: int = field(default=1024, metadata={"help": "dino: prototypes of the projection head"})
+    dino_teacher_temp: float = field(default=0.04, metadata={"help": "dino: teacher softmax temperature"})
+    dino_ema: float = field(default=0.99, metadata={"help": "dino: teacher EMA momentum at step 0 (cosine to 1)"})
+    dino_ibot_weight: float = field(default=1.0, metadata={"help": "dino: weight of the masked-patch term (0: off)"})
     probe_images_per_class: int = field(default=40, metadata={"help": "eval: linear-probe training images per class"})
     test_images_per_class: int = field(default=20, metadata={"help": "eval: test images per class and style"})
     eval_styles: list[str] = field(default_factory=lambda: list(STYLES), metadata={"help": "eval: PartWorld styles"})
@@ -98,9 +115,13 @@ class PretrainTask(Task):
         cfg: PretrainConfig = self.config_from_args(args)
         val_raw = self._data(args, cfg, "val", 20)
         classes = list(val_raw.classes)
+        if _is_open_clip(args.model) and cfg.objective != "supervised":
+            raise ValueError(f"--objective {cfg.objective} is for timm ViTs; {args.model} trains contrastively")
         if _is_open_clip(args.model):
             model = create_model(f"clip_{args.model}", backbone_pretrained=args.pretrained or False,
                                  class_names=classes, **(args.model_args or {}))
+        elif cfg.objective == "dino":
+            return self._build_dino(args, cfg, val_raw, classes, training)
         else:
             model = create_model(f"classifier_{args.model}", backbone_pretrained=args.pretrained or False,
                                  num_classes=len(classes), class_names=classes, **(args.model_args or {}))
@@ -118,8 +139,31 @@ class PretrainTask(Task):
                 train_set = items
         return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
 
+    def _build_dino(self, args: argparse.Namespace, cfg: PretrainConfig, val_raw, classes: list[str],
+                    training: bool) -> TaskParts:
+        if getattr(args, "sam_rho", 0) > 0:
+            raise ValueError("--objective dino does not combine with --sam-rho (the teacher follows each step once)")
+        model = create_model(f"dino_{args.model}", backbone_pretrained=args.pretrained or False, class_names=classes,
+                             out_dim=cfg.dino_out_dim, teacher_temp=cfg.dino_teacher_temp, ema_momentum=cfg.dino_ema,
+                             ibot_weight=cfg.dino_ibot_weight, **(args.model_args or {}))
+        eval_set = SeededItems(val_raw, create_transforms(model), args.seed)
+        train_set = None
+        if training:
+            raw = self._data(args, cfg, "train", cfg.images_per_class)
+            pc = model.pretrained_cfg
+            crops = MultiCrop(pc["mean"], pc["std"], global_size=cfg.image_size, local_size=cfg.dino_local_size,
+                              n_local=cfg.dino_local_crops)
+            train_set = SeededItems(raw, crops, args.seed)
+            model.total_steps = math.ceil(len(raw) / args.batch_size) * args.epochs
+        return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
+
     def loss(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, Tensor]:
         core = getattr(model, "module", model)
+        if isinstance(core, Dino):
+            # the teacher takes the student's weights after the previous optimizer step
+            momentum = core.update_teacher()
+            out = core.loss(batch[0])
+            return {**out, "ema": torch.tensor(momentum)}
         if isinstance(core, OpenClip):
             images, tokens = batch[0], batch[1]
             img, txt, scale = model(images, tokens)
@@ -131,6 +175,8 @@ class PretrainTask(Task):
     @torch.no_grad()
     def eval_step(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, float]:
         images, target = batch[0], batch[1]
+        if isinstance(model, Dino):
+            return _batch_knn(model(images), target)
         if isinstance(model, OpenClip):
             prompts = [[f"a photo of a {n}."] for n in model.class_names]
             text = model.class_text_features(prompts)
@@ -149,13 +195,28 @@ class PretrainTask(Task):
             out = Path(args.output_dir)
             targets = [out / "backbone"] + ([Path(args.export)] if args.export else [])
             for target in targets:
-                results.setdefault("exported", []).append(str(export_backbone(results["final"], target)))
+                dtype = torch.float16 if args.export_fp16 else None
+                results.setdefault("exported", []).append(str(export_backbone(results["final"], target, dtype)))
             (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
             print(f"exported: {', '.join(results['exported'])}", flush=True)
         return results
 
     def run_eval(self, args: argparse.Namespace, info, log) -> dict[str, Any]:
         return run_backbone_eval(self.config_from_args(args), args, log)
+
+
+def _batch_knn(feats: Tensor, target: Tensor) -> dict[str, float]:
+    """Leave-one-out 1-nearest-neighbour (cosine) accuracy of features ``[B, D]`` within one batch.
+
+    The DINO objective has no classifier; this cheap proxy (reported as ``acc1``) picks the best
+    checkpoint. The eval batches follow the dataset order, so only few classes share a batch.
+    """
+    f = F.normalize(feats.float(), dim=1)
+    sim = f @ f.T
+    sim.fill_diagonal_(-2.0)
+    pred = target[sim.argmax(1)]
+    n = len(target) if len(target) > 1 else 0
+    return {"correct": float((pred == target).sum()) if n else 0.0, "count": float(n)}
 
 
 def _clip_loss(img: Tensor, txt: Tensor, scale: Tensor) -> Tensor:
