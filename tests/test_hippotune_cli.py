@@ -171,3 +171,14 @@ def test_memory_partitions_keep_earlier_tasks_memories(tmp_path):
     ev = tmp_path / "eval"
     assert eval_main(_eval_args(ev, "--pretrained", str(run / "task_02" / "final"))) == 0
     assert _results(ev)["rows"][0]["acc1"] == pytest.approx(_results(run)["accuracy_curve"][-1])
+
+
+def test_same_seed_same_run(tmp_path):
+    """The learner's memories and head are created before the first fit: they must be seeded too."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        assert train_main(_args("hippotune", run, "--tasks", "2")) == 0
+    first, second = (_results(r) for r in runs)
+    assert first["accuracy_matrix"] == second["accuracy_matrix"]
+    a, b = (torch.load(r / "task_01" / "checkpoints" / "last.pt", weights_only=True)["model"] for r in runs)
+    assert all(torch.equal(a[k], b[k]) for k in a)

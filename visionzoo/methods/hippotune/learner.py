@@ -38,6 +38,7 @@ from ...engine.data import SeededItems
 from ...engine.distributed import cleanup_distributed, init_distributed
 from ...engine.evaluator import evaluate
 from ...engine.task import Task, TaskParts
+from ...engine.trainer import seed_everything
 from ...errors import CheckpointError, VisionZooError, unknown_name
 from ...factory import create_model, create_transforms
 from .backbone import FrozenViTLearner
@@ -266,6 +267,7 @@ class ContinualTask(Task):
     def run_train(self, args: argparse.Namespace) -> dict[str, Any]:
         """The class-incremental protocol (``train.py <task>``); returns the run's result dict."""
         t0 = time.time()
+        seed_everything(args.seed)  # the memories, prompts and head are initialised here, before any fit
         self.setup(args)
         p, cfg = self.protocol, self.cfg
         out = Path(args.output_dir)
