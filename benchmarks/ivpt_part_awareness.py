@@ -121,8 +121,14 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--blocks", type=int, nargs="+", default=[4, 5, 6, 7],
                    help="block outputs to score (4-6 = inputs of IVPT's prompted blocks 5-7, 7 = last)")
     p.add_argument("--k", type=int, nargs="+", default=[5, 10])
-    p.add_argument("--out", default="ivpt_part_awareness")
+    p.add_argument("--out", default=None, help="results/<OUT>.json (default ivpt_part_awareness; --quick writes "
+                                                "only when --out is given)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 classes x 2 images, last block, k = 5")
     args = p.parse_args(argv)
+    if args.quick:
+        args.classes, args.images_per_class, args.blocks, args.k = "60-61", 2, [7], [5]
+    elif args.out is None:
+        args.out = "ivpt_part_awareness"
     torch.set_num_threads(1)
     t0 = time.time()
     ds = build_dataset("partworld", split="test", classes=_class_ids(args.classes), image_size=args.img_size,
@@ -171,6 +177,8 @@ def main(argv: list[str] | None = None) -> dict:
     results["part_share"] = share.round(4).tolist()
     results["seconds"] = round(time.time() - t0, 1)
     results["command"] = "python benchmarks/ivpt_part_awareness.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.out is None:  # a --quick smoke run
+        return results
     out = Path(__file__).parent / "results" / f"{args.out}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")

@@ -91,3 +91,12 @@ def test_recipe_runs_and_exports_the_teacher_for_timm(tmp_path):
     x = torch.rand(2, 3, 64, 64)
     with torch.no_grad():  # the export is the teacher backbone, stored in fp16
         torch.testing.assert_close(net(x), trained.net(x), atol=2e-2, rtol=2e-2)
+
+
+def test_training_path_goes_through_forward():
+    """A list of crops through ``forward`` gives the losses (so a DDP wrapper sees the training forward)."""
+    torch.manual_seed(0)
+    model = Dino("vit_tiny_partworld", out_dim=64, **TINY).train()
+    out = model(_views())
+    assert set(out) == {"dino", "ibot", "loss"}
+    assert model(torch.randn(2, 3, 64, 64)).shape == (2, 32)  # images: teacher features

@@ -114,8 +114,12 @@ class Dino(nn.Module):
         self.teacher_head.eval()
         return self
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Teacher class-token features ``[B, D]`` of normalised images ``x`` ``[B, 3, H, W]``."""
+    def forward(self, x: Tensor | list[Tensor]) -> Tensor | dict[str, Tensor]:
+        """A batch of images ``[B, 3, H, W]`` -> teacher class-token features ``[B, D]``; a list of crops
+        (global first) -> the training losses of :meth:`loss`. Training goes through ``forward`` so that a
+        DDP wrapper sees it and synchronises the gradients."""
+        if isinstance(x, (list, tuple)):
+            return self.loss(list(x))
         return self.net(x)
 
     def momentum(self) -> float:

@@ -7,6 +7,10 @@
 * ``--objective dino`` (timm ViTs): self-supervised DINO self-distillation with multi-crop and an
   iBOT-style masked-patch term (:mod:`.dino`), no labels used; the export is the EMA teacher
   backbone (timm state dict, no head).
+* ``--part-loss-weight W`` (supervised ViTs, default 0 = off): adds a dense auxiliary loss, a
+  linear per-patch head predicting each patch's ground-truth PartWorld part (:mod:`.part_sup`).
+  This is an ORACLE for part-awareness (it sees the part masks of the pretraining classes), not a
+  fair recipe; the export is the timm classifier as for plain supervised training.
 
 ``eval.py pretrain`` measures the "before adaptation" rows on the *downstream* classes, per style:
 linear-probe accuracy for ViTs, zero-shot accuracy (single prompt and style-phrase ensemble) for CLIP.
@@ -36,6 +40,7 @@ from .clip_model import OpenClip, _is_open_clip
 from .dino import Dino
 from .export import export_backbone
 from .multicrop import MultiCrop
+from .part_sup import PartMaskItems, PartSupervised, part_loss
 from .probe import run_backbone_eval
 
 
@@ -54,6 +59,12 @@ class PretrainConfig:
     export: str | None = field(default=None, metadata={
         "help": "also write the backbone here (timm: a .safetensors file; open_clip: a local-dir folder)"})
     export_fp16: bool = field(default=False, metadata={"help": "timm export in fp16 (half the file size)"})
+    part_loss_weight: float = field(default=0.0, metadata={
+        "help": "supervised ViT: weight of an ORACLE dense loss, a linear head predicting each patch's "
+                "ground-truth PartWorld part from the last block's patch tokens (0: off)"})
+    part_loss: str = field(default="balanced", metadata={
+        "choices": ["balanced", "plain"],
+        "help": "part loss: cross-entropy averaged per part label (balanced) or over patches (plain)"})
     dino_local_crops: int = field(default=6, metadata={"help": "dino: local crops per image (besides 2 global)"})
     dino_local_size: int = field(default=32, metadata={"help": "dino: local crop side in pixels"})
     dino_out_dim: int = field(default=1024, metadata={"help": "dino: prototypes of the projection head"})
@@ -117,11 +128,15 @@ class PretrainTask(Task):
         classes = list(val_raw.classes)
         if _is_open_clip(args.model) and cfg.objective != "supervised":
             raise ValueError(f"--objective {cfg.objective} is for timm ViTs; {args.model} trains contrastively")
+        if _is_open_clip(args.model) and cfg.part_loss_weight > 0:
+            raise ValueError(f"--part-loss-weight is for timm ViTs; {args.model} trains contrastively")
         if _is_open_clip(args.model):
             model = create_model(f"clip_{args.model}", backbone_pretrained=args.pretrained or False,
                                  class_names=classes, **(args.model_args or {}))
         elif cfg.objective == "dino":
             return self._build_dino(args, cfg, val_raw, classes, training)
+        elif cfg.part_loss_weight > 0:
+            return self._build_part_supervised(args, cfg, val_raw, classes, training)
         else:
             model = create_model(f"classifier_{args.model}", backbone_pretrained=args.pretrained or False,
                                  num_classes=len(classes), class_names=classes, **(args.model_args or {}))
@@ -141,6 +156,8 @@ class PretrainTask(Task):
 
     def _build_dino(self, args: argparse.Namespace, cfg: PretrainConfig, val_raw, classes: list[str],
                     training: bool) -> TaskParts:
+        if cfg.part_loss_weight > 0:
+            raise ValueError("--part-loss-weight is for --objective supervised")
         if getattr(args, "sam_rho", 0) > 0:
             raise ValueError("--objective dino does not combine with --sam-rho (the teacher follows each step once)")
         model = create_model(f"dino_{args.model}", backbone_pretrained=args.pretrained or False, class_names=classes,
@@ -157,12 +174,33 @@ class PretrainTask(Task):
             model.total_steps = math.ceil(len(raw) / args.batch_size) * args.epochs
         return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
 
+    def _build_part_supervised(self, args: argparse.Namespace, cfg: PretrainConfig, val_raw, classes: list[str],
+                               training: bool) -> TaskParts:
+        model = create_model(f"partsup_{args.model}", backbone_pretrained=args.pretrained or False,
+                             num_classes=len(classes), class_names=classes, **(args.model_args or {}))
+        eval_set = SeededItems(val_raw, create_transforms(model), args.seed)
+        train_set = None
+        if training:
+            raw = self._data(args, cfg, "train", cfg.images_per_class)
+            pc = model.pretrained_cfg
+            items = PartMaskItems(raw, cfg.image_size, model.net.patch_embed.patch_size[0], pc["mean"], pc["std"],
+                                  crop_scale=cfg.crop_scale)
+            train_set = SeededItems(items, None, args.seed)
+        return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
+
     def loss(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, Tensor]:
         core = getattr(model, "module", model)
+        if isinstance(core, PartSupervised):
+            logits, part_logits = model(batch[0], with_parts=True)  # through the (DDP) wrapper
+            cls = F.cross_entropy(logits.float(), batch[1], label_smoothing=args.label_smoothing)
+            part = part_loss(part_logits, batch[2], balanced=args.part_loss == "balanced")
+            part_acc = (part_logits.argmax(1) == batch[2]).float().mean()
+            return {"loss": cls + args.part_loss_weight * part, "cls": cls.detach(), "part": part.detach(),
+                    "part_acc": part_acc}
         if isinstance(core, Dino):
             # the teacher takes the student's weights after the previous optimizer step
             momentum = core.update_teacher()
-            out = core.loss(batch[0])
+            out = model(batch[0])  # the crops -> losses, through the (DDP) wrapper
             return {**out, "ema": torch.tensor(momentum)}
         if isinstance(core, OpenClip):
             images, tokens = batch[0], batch[1]
