@@ -135,16 +135,20 @@ class PretrainTask(Task):
                                  class_names=classes, **(args.model_args or {}))
         elif cfg.objective == "dino":
             return self._build_dino(args, cfg, val_raw, classes, training)
-        elif cfg.part_loss_weight > 0:
-            return self._build_part_supervised(args, cfg, val_raw, classes, training)
-        else:
-            model = create_model(f"classifier_{args.model}", backbone_pretrained=args.pretrained or False,
+        else:  # supervised; with --part-loss-weight also the patch -> part head (partsup_)
+            family = "partsup" if cfg.part_loss_weight > 0 else "classifier"
+            model = create_model(f"{family}_{args.model}", backbone_pretrained=args.pretrained or False,
                                  num_classes=len(classes), class_names=classes, **(args.model_args or {}))
         eval_set = SeededItems(val_raw, create_transforms(model), args.seed)
         train_set = None
         if training:
             raw = self._data(args, cfg, "train", cfg.images_per_class)
             is_clip = isinstance(model, OpenClip)
+            if isinstance(model, PartSupervised):  # images and part masks cropped together
+                pc = model.pretrained_cfg
+                items = PartMaskItems(raw, cfg.image_size, model.net.patch_embed.patch_size[0], pc["mean"],
+                                      pc["std"], crop_scale=cfg.crop_scale)
+                return TaskParts(model=model, train_set=SeededItems(items, None, args.seed), eval_set=eval_set)
             items = SeededItems(raw, _train_transform(model, cfg.crop_scale, flip=not is_clip), args.seed)
             if is_clip:
                 labels = torch.as_tensor([int(t) for t in raw.targets])
@@ -172,20 +176,6 @@ class PretrainTask(Task):
                               n_local=cfg.dino_local_crops)
             train_set = SeededItems(raw, crops, args.seed)
             model.total_steps = math.ceil(len(raw) / args.batch_size) * args.epochs
-        return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
-
-    def _build_part_supervised(self, args: argparse.Namespace, cfg: PretrainConfig, val_raw, classes: list[str],
-                               training: bool) -> TaskParts:
-        model = create_model(f"partsup_{args.model}", backbone_pretrained=args.pretrained or False,
-                             num_classes=len(classes), class_names=classes, **(args.model_args or {}))
-        eval_set = SeededItems(val_raw, create_transforms(model), args.seed)
-        train_set = None
-        if training:
-            raw = self._data(args, cfg, "train", cfg.images_per_class)
-            pc = model.pretrained_cfg
-            items = PartMaskItems(raw, cfg.image_size, model.net.patch_embed.patch_size[0], pc["mean"], pc["std"],
-                                  crop_scale=cfg.crop_scale)
-            train_set = SeededItems(items, None, args.seed)
         return TaskParts(model=model, train_set=train_set, eval_set=eval_set)
 
     def loss(self, model: nn.Module, batch, args: argparse.Namespace) -> dict[str, Tensor]:
