@@ -108,24 +108,29 @@ def test_baselines_forward():
     assert torch.equal(l2p.eval().select(sim), sim.topk(5, dim=1).indices)
 
 
-def test_training_flops_hippotune_at_most_0p6_of_l2p_on_the_tiny_partworld_vit():
+@pytest.mark.parametrize("pool_name", ["l2p", "coda"])
+def test_training_flops_hippotune_at_most_0p6_of_the_prompt_pools_on_the_tiny_partworld_vit(pool_name):
     torch.manual_seed(0)
     x, y = torch.randn(2, 3, 64, 64), torch.tensor([0, 1])
     hippo = visionzoo.create_model("hippotune_vit_tiny_partworld", num_classes=10)
-    l2p = visionzoo.create_model("l2p_vit_tiny_partworld", num_classes=10)
+    pool_model = visionzoo.create_model(f"{pool_name}_vit_tiny_partworld", num_classes=10)
 
     def h_step(m, x, y):
         logits, aux = m(x, return_aux=True)
         return F.cross_entropy(logits, y) + 1e-3 * aux["orth"] + 1e-2 * aux["entropy"]
 
-    def l_step(m, x, y):
+    def pool_step(m, x, y):
         logits, aux = m(x, return_aux=True)
-        return F.cross_entropy(logits, y) + 0.1 * aux["pull"]
+        return F.cross_entropy(logits, y) + 0.1 * aux.get("pull", 0.0)
 
-    h, pool = training_flops(hippo, h_step, x, y), training_flops(l2p, l_step, x, y)
+    h, pool = training_flops(hippo, h_step, x, y), training_flops(pool_model, pool_step, x, y)
     assert h["forward_gflops"] > 0.2  # at least the frozen ViT's own forward (0.21 GFLOPs)
+    assert pool["forward_gflops"] > 2 * 0.2  # the query pass and the prompted pass
+    # the paper's GFLOPs column counts forward passes (16.9 vs 35.2 on ViT-B/16)
     assert h["forward_gflops"] <= 0.6 * pool["forward_gflops"]
-    assert h["train_gflops"] <= 0.6 * pool["train_gflops"]
+    # with the backward pass HippoTune is still cheaper, by less against CODA (0.49 vs 0.68): every
+    # method back-propagates once through the frozen blocks; the pools' query pass is forward only
+    assert h["train_gflops"] <= (0.6 if pool_name == "l2p" else 0.8) * pool["train_gflops"]
 
 
 def test_classifier_heads_and_class_mean_rows():

@@ -136,6 +136,14 @@ class FrozenViTLearner(nn.Module):
             return self.lda(features)
         return logits
 
+    def classify(self, features: Tensor) -> Tensor:
+        """``features`` ``[B, d]`` (from :meth:`embed`) -> logits ``[B, C]`` of the model's ``head``; in eval
+        mode the LDA's instead once fitted, and classes not seen yet at −inf."""
+        logits = self.head(features)
+        if not self.training:
+            logits = self.mask_unseen(self.eval_logits(features, logits))
+        return logits
+
     def mask_unseen(self, logits: Tensor) -> Tensor:
         """``[B, C]`` -> unseen classes (labels >= num_seen) set to −inf (no task id is used)."""
         seen = int(self.num_seen)

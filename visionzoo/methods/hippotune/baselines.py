@@ -63,9 +63,7 @@ class LinearHeadViT(FrozenViTLearner):
 
     def forward(self, x: Tensor, return_aux: bool = False):
         feats = self.embed(x)
-        logits = self.head(feats)
-        if not self.training:
-            logits = self.mask_unseen(self.eval_logits(feats, logits))
+        logits = self.classify(feats)
         return (logits, {}) if return_aux else logits
 
 
@@ -126,9 +124,7 @@ class L2PViT(FrozenViTLearner):
     def forward(self, x: Tensor, return_aux: bool = False):
         """``x`` ``[B, 3, H, W]`` -> logits ``[B, C]``."""
         feats, sim, idx = self.prompted(x)
-        logits = self.head(feats)
-        if not self.training:
-            logits = self.mask_unseen(self.eval_logits(feats, logits))
+        logits = self.classify(feats)
         if not return_aux:
             return logits
         pull = (1.0 - sim.gather(1, idx)).sum(dim=1).mean()

@@ -44,6 +44,18 @@ class L2PModelConfig:
 
 
 @dataclass
+class CodaPromptModelConfig:
+    """Architecture of ``coda_<vit>`` (CODA-Prompt, Smith et al. CVPR 2023; the authors' defaults)."""
+
+    prompt_layers: list[int] = field(default_factory=list)  # resolved indices (default: first 5/12 of depth)
+    pool_size: int = 100        # M, prompt components per layer, split evenly over the tasks
+    prompt_length: int = 8      # tokens per component: the first half are key prefixes, the second value prefixes
+    num_tasks: int = 10         # tasks of the run (component partitions: pool_size // num_tasks each)
+    head: str = "cosine"        # classifier on the class-token output (same choice as HippoTune's and L2P's)
+    head_scale: float = 16.0
+
+
+@dataclass
 class ContinualConfig:
     """Class-incremental protocol flags shared by hippotune, l2p, seqhead, simplecil and joint."""
 

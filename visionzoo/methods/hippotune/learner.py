@@ -66,7 +66,7 @@ def _epoch_seconds(run_dir: Path) -> list[float]:
 
 
 class ContinualTask(Task):
-    """Base of the class-incremental tasks (``hippotune``, ``l2p``, ``seqhead``, ``simplecil``, ``joint``).
+    """Base of the class-incremental tasks (``hippotune``, ``l2p``, ``coda``, ``seqhead``, ``simplecil``, ``joint``).
 
     Subclasses set ``families`` (allowed model families, the first is used for bare timm names),
     ``trains`` (False: a training-free method such as SimpleCIL) and ``joint`` (one stage with all
@@ -304,6 +304,8 @@ class ContinualTask(Task):
         """One task: class-mean rows (``--head-init``), the engine fit, then (``--head-final prototype``)
         the task's rows re-anchored at the trained model's class means, saved and evaluated."""
         cfg = self.cfg
+        if resume is None and hasattr(self.model, "begin_task"):  # CODA-Prompt: draw this task's components
+            self.model.begin_task(self.stage, seed=args.seed)
         if cfg.head_init == "prototype" and resume is None:
             self.init_head_rows(args)
         lda = getattr(self.model, "lda", None)

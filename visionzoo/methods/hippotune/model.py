@@ -79,9 +79,7 @@ class HippoTuneViT(FrozenViTLearner):
     def forward(self, x: Tensor, return_aux: bool = False):
         """``x`` ``[B, 3, H, W]`` normalised -> logits ``[B, C]`` (and the auxiliary terms)."""
         feats = self.embed(x)
-        logits = self.head(feats)
-        if not self.training:
-            logits = self.mask_unseen(self.eval_logits(feats, logits))
+        logits = self.classify(feats)
         if not return_aux:
             return logits
         return logits, self.aux_terms()

@@ -33,7 +33,8 @@ TEST = ["--test-per-class", "20"]
 VAL = ["--eval-split", "val", "--test-per-class", "10"]
 # head lr 0.01; memories/prompts 10x slower (val-split choice, docs/hippotune.md); seqhead: lr 0.01 (val)
 SLOW_ADAPTER = ["--lr", "0.01", "--adapter-lr-scale", "0.1"]
-LR = {"hippotune": SLOW_ADAPTER, "seqhead": ["--lr", "0.01"], "l2p": SLOW_ADAPTER, "joint": SLOW_ADAPTER}
+LR = {"hippotune": SLOW_ADAPTER, "seqhead": ["--lr", "0.01"], "l2p": SLOW_ADAPTER, "coda": SLOW_ADAPTER,
+      "joint": SLOW_ADAPTER}
 H = ("hippotune", "hippotune_vit_tiny_partworld")
 SC = ("simplecil", "simplecil_vit_tiny_partworld")
 SEQ = ("seqhead", "seqhead_vit_tiny_partworld")
@@ -53,6 +54,8 @@ GROUPS: dict[str, dict[str, tuple[str, str, list[str]]]] = {
         "joint": ("joint", "hippotune_vit_tiny_partworld", []),
         "joint seqhead": ("joint", "seqhead_vit_tiny_partworld", []),
         "l2p lr=0.01": ("l2p", "l2p_vit_tiny_partworld", ["--adapter-lr-scale", "1"]),
+        "coda": ("coda", "coda_vit_tiny_partworld", []),
+        "coda lr=0.01": ("coda", "coda_vit_tiny_partworld", ["--adapter-lr-scale", "1"]),
     },
     "ablate": {
         "hippotune": (*H, []),
@@ -101,6 +104,8 @@ GROUPS: dict[str, dict[str, tuple[str, str, list[str]]]] = {
         "simplecil + LDA": (*SC, LDA),
         "seqhead": (*SEQ, []),
         "l2p": ("l2p", "l2p_vit_tiny_partworld", ["--adapter-lr-scale", "1"]),
+        "coda": ("coda", "coda_vit_tiny_partworld", []),
+        "coda + LDA": ("coda", "coda_vit_tiny_partworld", LDA),
         "joint hippotune, memory lr 1e-2": ("joint", "hippotune_vit_tiny_partworld", ["--adapter-lr-scale", "1"]),
         "joint hippotune, memory lr 1e-2 + LDA": ("joint", "hippotune_vit_tiny_partworld",
                                                    ["--adapter-lr-scale", "1", *LDA]),

@@ -5,6 +5,7 @@ task           model families (``--model``)           what it is
 =============  =====================================  ==================================
 hippotune      ``hippotune_<vit>``                    HippoTune (iterative retrieval)
 l2p            ``l2p_<vit>``                          L2P prompt pool (query pass)
+coda           ``coda_<vit>``                         CODA-Prompt (query pass, prefix prompts)
 seqhead        ``seqhead_<vit>``                      sequential linear head (lower bound)
 simplecil      ``simplecil_<vit>``                    class-mean prototypes, no training
 joint          ``hippotune_`` / ``seqhead_`` / ``l2p_``  all classes at once (upper bound)
@@ -26,6 +27,7 @@ from torch.utils.data import DataLoader
 from ...checkpoint import save_pretrained
 from ...engine.data import SeededItems
 from ...engine.task import register_task
+from ...errors import VisionZooError
 from ...factory import create_transforms
 from .config import ContinualConfig
 from .learner import ContinualTask, evaluate_now
@@ -60,6 +62,13 @@ class L2PTaskConfig(ContinualConfig):
 
 
 @dataclass
+class CodaTaskConfig(ContinualConfig):
+    ortho_mu: float = field(default=0.0, metadata={
+        "help": "weight of CODA-Prompt's orthogonality penalty on keys, attention vectors and components (the "
+                "authors' final recipe: 0, orthogonal initialisation only)"})
+
+
+@dataclass
 class JointTaskConfig(HippoTuneTaskConfig):
     pull_coeff: float = field(default=0.1, metadata={"help": "L2P's pull-loss weight (l2p_* models)"})
 
@@ -67,7 +76,7 @@ class JointTaskConfig(HippoTuneTaskConfig):
 class _Trained(ContinualTask):
     def aux_weights(self, cfg: Any) -> dict[str, float]:
         return {"orth": getattr(cfg, "lambda_orth", 0.0), "entropy": getattr(cfg, "lambda_ent", 0.0),
-                "pull": getattr(cfg, "pull_coeff", 0.0)}
+                "pull": getattr(cfg, "pull_coeff", 0.0), "ortho": getattr(cfg, "ortho_mu", 0.0)}
 
     def model_kwargs(self, cfg: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -97,6 +106,27 @@ class L2PTask(_Trained):
     families = ("l2p",)
     default_model = "l2p_vit_tiny_partworld"
     epilog = EPILOG.format(name="l2p", family="l2p")
+
+
+@register_task
+class CodaTask(_Trained):
+    name = "coda"
+    help = "CODA-Prompt (attention-weighted prompt components, query pass), class-incremental baseline"
+    Config = CodaTaskConfig
+    families = ("coda",)
+    default_model = "coda_vit_tiny_partworld"
+    epilog = EPILOG.format(name="coda", family="coda")
+
+    def model_kwargs(self, cfg: Any) -> dict[str, Any]:
+        return {"num_tasks": cfg.tasks}
+
+    def create(self, args: argparse.Namespace, cfg: Any):
+        model = super().create(args, cfg)
+        if model.config.num_tasks != self.protocol.num_tasks:
+            raise VisionZooError(f"this coda model splits its prompt components over {model.config.num_tasks} "
+                                 f"tasks, but the run has {self.protocol.num_tasks}; use --tasks "
+                                 f"{model.config.num_tasks} (or build it with num_tasks={self.protocol.num_tasks}).")
+        return model
 
 
 @register_task
