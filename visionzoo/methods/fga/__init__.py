@@ -1,4 +1,4 @@
 """FGA: sharpness-aware prompt tuning (SAPT) and sharpness-based test-time view selection (STSS)
-for open_clip models, with CoOp, TPT, Zero and zero-shot CLIP baselines."""
+for open_clip models, with CoOp, CoCoOp, TPT, Zero and zero-shot CLIP baselines."""
 
-from . import model, task  # noqa: F401
+from . import cocoop, model, task  # noqa: F401

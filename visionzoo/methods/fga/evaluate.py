@@ -17,6 +17,7 @@ from ...data import SHIFTED_STYLES, SOURCE_STYLE, TTAViews, build_dataset
 from ...engine.distributed import all_reduce_sums, cleanup_distributed
 from ...errors import CheckpointError, VisionZooError
 from ...factory import load_pretrained
+from .cocoop import CoCoOpCLIP, ConditionalPrompt, image_feature_dim
 from .config import DEFAULT_CTX_INIT
 from .costs import Meter
 from .figure import save_views_figure
@@ -72,6 +73,15 @@ def load_context(src: str, model: PromptCLIP, what: str) -> Tensor:
     other = load_pretrained(src)
     if not isinstance(other, PromptCLIP):
         raise CheckpointError(f"{what} {src} is not a prompt checkpoint (coop_*/fga_*).")
+    if isinstance(other, CoCoOpCLIP):
+        raise CheckpointError(f"{what} {src} is a CoCoOp checkpoint (context + Meta-Net); its context alone is not "
+                              "a CoOp prompt. Pass it as --cocoop-pretrained and add --method cocoop.")
+    check_same_prompt_shape(src, other, model, what)
+    return other.ctx.detach().to(model.ctx.device)
+
+
+def check_same_prompt_shape(src: str, other: PromptCLIP, model: PromptCLIP, what: str) -> None:
+    """Raise CheckpointError unless ``other`` (from ``src``) has ``model``'s backbone and context shape."""
     mine, theirs = model.backbone_info["name"], other.backbone_info["name"]
     if mine != theirs:
         raise CheckpointError(f"{what} {src} was trained on {theirs}, the model under test is {mine}.")
@@ -79,7 +89,23 @@ def load_context(src: str, model: PromptCLIP, what: str) -> Tensor:
         raise CheckpointError(f"{what} {src} has a context of size {tuple(other.ctx.shape)} (n_ctx="
                               f"{other.n_ctx}), the model under test {tuple(model.ctx.shape)} (n_ctx={model.n_ctx}); "
                               "train both with the same --n-ctx.")
-    return other.ctx.detach().to(model.ctx.device)
+
+
+def load_cocoop(src: str, model: PromptCLIP, what: str = "--cocoop-pretrained") -> ConditionalPrompt:
+    """The context and Meta-Net of a CoCoOp checkpoint, to run on ``model``'s frozen CLIP (same backbone,
+    context shape and image-feature width); the checkpoint's own CLIP copy is dropped."""
+    other = load_pretrained(src)
+    if not isinstance(other, CoCoOpCLIP):
+        kind = getattr(getattr(other, "config", None), "method", type(other).__name__)
+        raise CheckpointError(f"{what} {src} is not a CoCoOp checkpoint (cocoop_*); it holds a {kind} model.")
+    check_same_prompt_shape(src, other, model, what)
+    net_in = other.meta_net[0].in_features
+    if net_in != image_feature_dim(model.clip):
+        raise CheckpointError(f"{what} {src}: its Meta-Net takes {net_in}-d image features, the model under test "
+                              f"gives {image_feature_dim(model.clip)}-d ones.")
+    prompt = other.conditional_prompt()
+    device = model.ctx.device
+    return ConditionalPrompt(prompt.ctx.to(device), prompt.meta_net.to(device))
 
 
 def zero_shot_context(model: PromptCLIP, phrase: str) -> Tensor | None:
@@ -176,22 +202,27 @@ def _run(task, args, info, log, build_prompt_model) -> dict[str, Any]:
     sets = parse_eval_sets(cfg.eval_sets, args.dataset, args.data_root)
     datasets = [build_eval_set(s, cfg.test_split, args.dataset_args or {}) for s in sets]
     model = build_prompt_model(args, cfg, list(datasets[0].classes)).to(device).eval()
+    own_cocoop = isinstance(model, CoCoOpCLIP)  # --model cocoop_* --pretrained: the model's own CoCoOp prompt
     prompts = {"zeroshot": zero_shot_context(model, cfg.ctx_init),
-               "sapt": model.ctx.detach() if args.pretrained else None,
-               "coop": load_context(cfg.coop_pretrained, model, "--coop-pretrained") if cfg.coop_pretrained else None}
+               "sapt": model.ctx.detach() if args.pretrained and not own_cocoop else None,
+               "coop": load_context(cfg.coop_pretrained, model, "--coop-pretrained") if cfg.coop_pretrained else None,
+               "cocoop": (load_cocoop(cfg.cocoop_pretrained, model) if cfg.cocoop_pretrained else
+                          model.conditional_prompt() if own_cocoop and args.pretrained else None)}
     vs = ViewSettings(cfg.views, cfg.augmix, cfg.view_seed, cfg.image_batch, cfg.images_per_set or None)
     heads = head_settings(cfg)
     record = compare_methods(model, prompts, cfg.method, [(s.name, d) for s, d in zip(sets, datasets, strict=True)],
                              heads, vs, device, cfg.figures, out / "figures", info, log, cfg.stss_sweep or ())
     notes = [f"model {args.model}, weights {args.pretrained or cfg.clip_weights}; CoOp prompt "
-             f"{cfg.coop_pretrained}; split {cfg.test_split}; {cfg.views} views (seed {cfg.view_seed}"
+             f"{cfg.coop_pretrained}; CoCoOp prompt {cfg.cocoop_pretrained}; split {cfg.test_split}; "
+             f"{cfg.views} views (seed {cfg.view_seed}"
              f"{', AugMix' if cfg.augmix else ''}); device {device}",
              f"STSS: R={cfg.stss_r}, s={cfg.stss_keep}, rho'={cfg.stss_rho}, lambda={cfg.stss_lambda}; TPT: lr "
              f"{cfg.tpt_lr}, {cfg.tpt_steps} step(s), {cfg.tpt_keep:.0%} of views; Zero: {cfg.zero_keep:.0%} of views",
              "peak memory: " + ("CUDA allocator peak" if device.type == "cuda" else
                                 "peak resident set of the process (all methods share one process and model)")]
     record = {"task": "fga", "model": args.model, "pretrained": str(args.pretrained),
-              "coop_pretrained": cfg.coop_pretrained, "sets": [asdict(s) for s in sets],
+              "coop_pretrained": cfg.coop_pretrained, "cocoop_pretrained": cfg.cocoop_pretrained,
+              "sets": [asdict(s) for s in sets],
               "world_size": info.world_size, **record}
     if info.is_main:
         log.write_json("results.json", record)

@@ -19,15 +19,27 @@ from torch.utils.data import Dataset
 
 from ...data import TTAViews
 from ...errors import VisionZooError
+from .cocoop import TEXT_CHUNK
 from .costs import Meter
 from .model import PromptCLIP
-from .predictors import STSS, TPT, Prediction, Predictor, SinglePrompt, TemplateEnsemble, Zero, encode_views
+from .predictors import (
+    STSS,
+    TPT,
+    ConditionalPromptHead,
+    Prediction,
+    Predictor,
+    SinglePrompt,
+    TemplateEnsemble,
+    Zero,
+    encode_views,
+)
 
 # method -> (prompt it starts from, predictor kind); in the order of the paper's Table 1.
 METHODS: dict[str, tuple[str | None, str]] = {
     "zeroshot": ("zeroshot", "single"),
     "zeroshot-ensemble": (None, "ensemble"),
     "coop": ("coop", "single"),
+    "cocoop": ("cocoop", "cocoop"),
     "tpt": ("zeroshot", "tpt"),
     "zero": ("zeroshot", "zero"),
     "tpt+coop": ("coop", "tpt"),
@@ -38,6 +50,7 @@ METHODS: dict[str, tuple[str | None, str]] = {
     "fga": ("sapt", "stss"),
 }
 PROMPT_SOURCES = {"zeroshot": "the init phrase (zero-shot CLIP)", "coop": "a CoOp checkpoint (--coop-pretrained)",
+                  "cocoop": "a CoCoOp checkpoint (--cocoop-pretrained)",
                   "sapt": "a SAPT checkpoint (--pretrained of a train.py fga run or an fga_* card)"}
 
 
@@ -55,6 +68,7 @@ class HeadSettings:
     tpt_keep: float = 0.1
     tpt_class_chunk: int | None = None
     zero_keep: float = 0.3
+    cocoop_chunk: int | None = TEXT_CHUNK
 
 
 def resolve_methods(requested: Sequence[str], prompts: dict[str, Any]) -> list[str]:
@@ -72,15 +86,17 @@ def resolve_methods(requested: Sequence[str], prompts: dict[str, Any]) -> list[s
     return list(dict.fromkeys(out))
 
 
-def build_predictors(methods: Sequence[str], prompts: dict[str, torch.Tensor | None],
-                     s: HeadSettings) -> list[Predictor]:
-    """One predictor per method, on the contexts in ``prompts`` (``zeroshot``/``coop``/``sapt``)."""
+def build_predictors(methods: Sequence[str], prompts: dict[str, Any], s: HeadSettings) -> list[Predictor]:
+    """One predictor per method, on the contexts in ``prompts`` (``zeroshot``/``coop``/``sapt`` tensors,
+    ``cocoop`` a :class:`~.cocoop.ConditionalPrompt`)."""
     out: list[Predictor] = []
     for m in methods:
         key, kind = METHODS[m]
         ctx = prompts[key] if key else None
         if kind == "single":
             out.append(SinglePrompt(m, ctx))
+        elif kind == "cocoop":
+            out.append(ConditionalPromptHead(m, ctx, s.cocoop_chunk))
         elif kind == "ensemble":
             out.append(TemplateEnsemble(m))
         elif kind == "zero":

@@ -4,6 +4,8 @@ Every predictor works on image features ``[B, N, E]`` of ``N`` views per image (
 original) computed once by :func:`encode_views`; what differs is the text side:
 
 * :class:`SinglePrompt`: one prompt, original view (zero-shot CLIP, CoOp, SAPT);
+* :class:`ConditionalPromptHead`: CoCoOp's per-image prompt (context + Meta-Net shift), original
+  view; its text encoding is per image (``B × C`` prompts per batch), so it is in the head cost;
 * :class:`TemplateEnsemble`: zero-shot CLIP with the mean text feature of many templates;
 * :class:`Zero`: keep the most confident views, vote their argmaxes (no update);
 * :class:`STSS`: keep the views with the flattest entropy landscape around the prompt, vote (FGA
@@ -25,6 +27,7 @@ import open_clip
 import torch
 from torch import Tensor, nn
 
+from .cocoop import TEXT_CHUNK, ConditionalPrompt, conditional_logits, conditional_text_features
 from .config import STSS_KEEP, STSS_LAMBDA, STSS_R, STSS_RHO, TPT_KEEP, TPT_LR, TPT_STEPS, ZERO_KEEP
 from .model import PromptCLIP
 from .selection import entropy, keep_count, lowest, marginal_entropy, perturb_context, stss_scores, vote
@@ -88,6 +91,27 @@ class SinglePrompt(Predictor):
     @torch.no_grad()
     def head(self, model: PromptCLIP, features: Tensor) -> Prediction:
         return Prediction(model.logits(features[:, 0], self.text).argmax(-1))
+
+
+class ConditionalPromptHead(Predictor):
+    """CoCoOp: the context shifted by the Meta-Net of each image's original-view feature; ``chunk``
+    prompts (images x classes) per text-encoder call."""
+
+    multi_view = False
+
+    def __init__(self, name: str, prompt: ConditionalPrompt, chunk: int | None = TEXT_CHUNK):
+        super().__init__(name)
+        self.prompt, self.chunk = prompt, chunk
+
+    def _prepare(self, model: PromptCLIP) -> None:
+        device = model.ctx.device
+        self.prompt = ConditionalPrompt(self.prompt.ctx.detach().to(device), self.prompt.meta_net.to(device))
+
+    @torch.no_grad()
+    def head(self, model: PromptCLIP, features: Tensor) -> Prediction:
+        f0 = features[:, 0]
+        text = conditional_text_features(model, self.prompt, f0, chunk=self.chunk)   # [B, C, E]
+        return Prediction(conditional_logits(model, f0, text).argmax(-1))
 
 
 class TemplateEnsemble(Predictor):

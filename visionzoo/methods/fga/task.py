@@ -1,7 +1,8 @@
-"""``train.py coop`` / ``train.py fga`` (CoOp / SAPT prompt tuning) and ``eval.py fga`` (every method).
+"""``train.py coop`` / ``train.py cocoop`` / ``train.py fga`` (CoOp / CoCoOp / SAPT prompt tuning) and
+``eval.py fga`` (every method).
 
 Training is few-shot (``--shots`` per class, drawn with ``--few-shot-seed``) on the dataset's
-``--train-split``; only the context vectors train. ``train.py fga`` is SAPT: the engine's SAM step
+``--train-split``; only the context vectors (and CoCoOp's Meta-Net) train. ``train.py fga`` is SAPT: the engine's SAM step
 (``--sam-rho``, ``--sam-lambda``) on the context; when ``--sam-rho`` is left at 0 it becomes
 :data:`~.config.SAPT_RHO`. ``eval.py coop`` reports plain top-1 accuracy; ``eval.py fga`` runs
 the multi-method harness (:mod:`.evaluate`).
@@ -24,6 +25,7 @@ from ...engine.data import SeededItems
 from ...engine.task import Task, TaskParts, register_task
 from ...errors import VisionZooError
 from ...factory import create_model, create_transforms
+from .cocoop import TEXT_CHUNK, CoCoOpCLIP
 from .config import (
     DEFAULT_CTX_INIT,
     N_VIEWS,
@@ -60,12 +62,22 @@ class CoOpConfig:
 
 
 @dataclass
+class CoCoOpTrainConfig(CoOpConfig):
+    text_chunk: int = field(default=TEXT_CHUNK, metadata={
+        "help": "CoCoOp: prompts (images x classes) per text-encoder call; bounds inference memory only"})
+
+
+@dataclass
 class FGAConfig(CoOpConfig):
     method: list[str] = field(default_factory=lambda: ["all"], metadata={
         "help": "eval.py fga: methods to compare, from: all (every method whose prompt is available), "
                 + ", ".join(METHODS)})
     coop_pretrained: str | None = field(default=None, metadata={
         "help": "eval.py fga: CoOp checkpoint (folder, card, hf-hub: or URL) for coop, tpt+coop, zero+coop, stss+coop"})
+    cocoop_pretrained: str | None = field(default=None, metadata={
+        "help": "eval.py fga: CoCoOp checkpoint (folder, card, hf-hub: or URL) for cocoop"})
+    cocoop_chunk: int = field(default=TEXT_CHUNK, metadata={
+        "help": "eval.py fga: CoCoOp prompts (images x classes) per text-encoder call (memory bound)"})
     eval_sets: list[str] | None = field(default=None, metadata={
         "help": "eval.py fga: sets as DATASET[:STYLE][=ROOT], first = in-distribution (default: PartWorld's source "
                 "and shifted styles, or --dataset)"})
@@ -104,8 +116,8 @@ def build_prompt_model(args: argparse.Namespace, cfg: CoOpConfig, classes: list[
                              class_specific=cfg.class_specific, backbone_pretrained=parse_pretrained(cfg.clip_weights),
                              **extra)
     if not isinstance(model, PromptCLIP):
-        raise VisionZooError(f"{args.model} is not a prompt model; use coop_<open_clip name> or fga_<open_clip name> "
-                             "(e.g. coop_clip_tiny_partworld).")
+        raise VisionZooError(f"{args.model} is not a prompt model; use coop_<open_clip name>, cocoop_<open_clip name> "
+                             "or fga_<open_clip name> (e.g. coop_clip_tiny_partworld).")
     return model
 
 
@@ -198,6 +210,28 @@ class CoOpTask(Task):
         n = max(1.0, sums.get("count", 0.0))
         return {"acc1": 100.0 * sums.get("correct1", 0.0) / n, "loss": sums.get("loss_sum", 0.0) / n,
                 "count": int(sums.get("count", 0))}
+
+
+@register_task
+class CoCoOpTask(CoOpTask):
+    name = "cocoop"
+    help = ("CoCoOp: few-shot tuning of a shared prompt context plus a Meta-Net that shifts it per image, over a "
+            "frozen open_clip model (cocoop_<open_clip name>)")
+    Config = CoCoOpTrainConfig
+    epilog = ("The engine's defaults (AdamW, lr 1e-3) apply unless given. The paper: --opt sgd --lr 0.002\n"
+              "--batch-size 1 --epochs 10 --shots 16. Each image encodes its own C class prompts, so a step costs\n"
+              "batch-size x C text-encoder passes, forward and backward (CoOp: C). The shipped tiny-CLIP prompt\n"
+              "used CoOp's recipe, for a like-for-like comparison:\n"
+              "  train.py cocoop --model cocoop_clip_tiny_partworld --dataset-args classes=downstream --shots 16 \\\n"
+              "    --epochs 10 --batch-size 32 --opt sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --warmup-epochs 1")
+
+    def build(self, args: argparse.Namespace, training: bool) -> TaskParts:
+        parts = super().build(args, training)
+        if not isinstance(parts.model, CoCoOpCLIP):
+            raise VisionZooError(f"train.py cocoop needs a cocoop_<open_clip name> model (e.g. "
+                                 f"cocoop_clip_tiny_partworld), not {args.model}.")
+        parts.model.text_chunk = self.config_from_args(args).text_chunk
+        return parts
 
 
 @register_task
