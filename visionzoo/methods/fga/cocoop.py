@@ -20,6 +20,7 @@ batch size is what bounds training memory, which is why the paper trains with ba
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -139,9 +140,7 @@ class CoCoOpCLIP(PromptCLIP):
 
     def conditional_prompt(self) -> ConditionalPrompt:
         """A detached copy of the context and the Meta-Net (for predictors that must not change the model)."""
-        net = MetaNet(self.meta_net[0].in_features, self.meta_net[0].out_features, self.embed_dim)
-        net.load_state_dict(self.meta_net.state_dict())
-        net.to(self.ctx.device).eval().requires_grad_(False)
+        net = copy.deepcopy(self.meta_net).eval().requires_grad_(False)
         return ConditionalPrompt(self.ctx.detach().clone(), net)
 
     def conditional_text_features(self, image_features: Tensor, normalize: bool = True) -> Tensor:
